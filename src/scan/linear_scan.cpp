@@ -1,0 +1,367 @@
+// prnn::LinearScan: argument checks, algorithm choice, workspace, and the CPU path.
+// The CPU path maps layouts, directions and lengths onto the reference's [steps, channels]
+// forward recurrence, one batch entry at a time.
+#include <algorithm>
+#include <vector>
+
+#include "core/check.h"
+#include "prnn/scan.h"
+#include "reference/scan.h"
+
+#if PRNN_WITH_CUDA
+#include "core/cuda_check.h"
+#include "scan/scan_kernels.h"
+#endif
+
+namespace prnn {
+
+const char* to_string(ScanAlgo a) {
+  switch (a) {
+    case ScanAlgo::Auto: return "auto";
+    case ScanAlgo::Serial: return "serial";
+    case ScanAlgo::Parallel: return "parallel";
+    case ScanAlgo::Reference: return "reference";
+  }
+  return "?";
+}
+
+ScanAlgo parse_scan_algo(const std::string& name) {
+  for (ScanAlgo a : {ScanAlgo::Auto, ScanAlgo::Serial, ScanAlgo::Parallel, ScanAlgo::Reference})
+    if (name == to_string(a)) return a;
+  throw InvalidArgument(
+      fmt::format("scan algorithm: expected auto, serial, parallel or reference, got '{}'", name));
+}
+
+void ScanDesc::validate() const {
+  PRNN_EXPECT(steps >= 1, "ScanDesc.steps: expected >= 1, got {}", steps);
+  PRNN_EXPECT(batch >= 1, "ScanDesc.batch: expected >= 1, got {}", batch);
+  PRNN_EXPECT(channels >= 1, "ScanDesc.channels: expected >= 1, got {}", channels);
+  PRNN_EXPECT(batch <= INT32_MAX && channels <= INT32_MAX,
+              "ScanDesc: expected batch and channels < 2^31, got {} and {}", batch, channels);
+}
+
+Shape ScanDesc::sequence_shape() const {
+  return layout == ScanLayout::TimeMajor ? Shape{steps, batch, channels}
+                                         : Shape{batch, steps, channels};
+}
+
+namespace {
+
+constexpr std::uint64_t kLookbackTimeoutNs = 5'000'000'000ull;  // a wait this long is a bug
+
+bool on_host(const ScanDesc& d) { return d.device.kind == MemoryKind::Host; }
+
+void check_tensor(const TensorView& t, const char* name, const ScanDesc& d, const Shape& shape) {
+  check_not_null(t, name);
+  check_shape(t, name, shape);
+  check_dtype(t, name, d.dtype);
+  check_device(t, name, d.device);
+  check_contiguous(t, name);
+}
+
+void check_optional(const TensorView& t, const char* name, const ScanDesc& d, const Shape& shape) {
+  if (!t.empty()) check_tensor(t, name, d, shape);
+}
+
+// ---- CPU path --------------------------------------------------------------------------------
+
+std::int64_t element_offset(const ScanDesc& d, std::int64_t t, std::int64_t b) {
+  return d.layout == ScanLayout::TimeMajor ? (t * d.batch + b) * d.channels
+                                           : (b * d.steps + t) * d.channels;
+}
+
+std::int64_t length_of(const ScanDesc& d, const std::int32_t* lengths, std::int64_t b) {
+  if (lengths == nullptr) return d.steps;
+  const std::int64_t len = lengths[b];
+  PRNN_EXPECT(len >= 0 && len <= d.steps, "lengths[{}]: expected a value in [0, {}], got {}", b,
+              d.steps, len);
+  return len;
+}
+
+// Physical step of the s-th step of the forward recurrence.
+std::int64_t physical(const ScanDesc& d, std::int64_t len, std::int64_t s) {
+  return d.direction == ScanDirection::Forward ? s : len - 1 - s;
+}
+
+template <class T>
+struct Gather {
+  const ScanDesc& d;
+  std::int64_t b, len;
+  // Copies the valid steps of batch entry b into [len, C] in forward-recurrence order.
+  std::vector<T> in(const TensorView& v) const {
+    std::vector<T> out(static_cast<std::size_t>(len * d.channels));
+    const T* src = v.data_as<const T>();
+    for (std::int64_t s = 0; s < len; ++s)
+      std::copy_n(src + element_offset(d, physical(d, len, s), b), d.channels,
+                  out.begin() + s * d.channels);
+    return out;
+  }
+  void out(const std::vector<T>& src, const TensorView& v) const {
+    T* dst = v.data_as<T>();
+    for (std::int64_t t = 0; t < d.steps; ++t)
+      std::fill_n(dst + element_offset(d, t, b), d.channels, T(0));
+    for (std::int64_t s = 0; s < len; ++s)
+      std::copy_n(src.begin() + s * d.channels, d.channels,
+                  dst + element_offset(d, physical(d, len, s), b));
+  }
+  std::vector<T> state(const TensorView& v) const {
+    std::vector<T> out(static_cast<std::size_t>(d.channels), T(0));
+    if (!v.empty()) std::copy_n(v.data_as<const T>() + b * d.channels, d.channels, out.begin());
+    return out;
+  }
+  void put_state(const std::vector<T>& src, const TensorView& v) const {
+    if (!v.empty()) std::copy(src.begin(), src.end(), v.data_as<T>() + b * d.channels);
+  }
+};
+
+template <class T>
+void cpu_forward(const ScanDesc& d, const ScanForwardArgs& args) {
+  for (std::int64_t b = 0; b < d.batch; ++b) {
+    const Gather<T> g{d, b, length_of(d, args.lengths, b)};
+    const auto h0 = g.state(args.h0);
+    std::vector<T> h(static_cast<std::size_t>(g.len * d.channels));
+    if (g.len > 0)
+      reference::linear_scan_forward<T>(g.len, d.channels, g.in(args.a).data(),
+                                        g.in(args.x).data(), h0.data(), h.data());
+    g.out(h, args.h);
+    g.put_state(g.len > 0 ? std::vector<T>(h.end() - d.channels, h.end()) : h0, args.h_final);
+  }
+}
+
+template <class T>
+void cpu_backward(const ScanDesc& d, const ScanBackwardArgs& args) {
+  for (std::int64_t b = 0; b < d.batch; ++b) {
+    const Gather<T> g{d, b, length_of(d, args.lengths, b)};
+    const auto h0 = g.state(args.h0);
+    const auto dh_final = g.state(args.dh_final);
+    std::vector<T> da(static_cast<std::size_t>(g.len * d.channels)), dx(da.size());
+    std::vector<T> dh0 = dh_final;
+    if (g.len > 0) {
+      auto dh = g.in(args.dh);
+      for (std::int64_t c = 0; c < d.channels; ++c)
+        dh[static_cast<std::size_t>((g.len - 1) * d.channels + c)] += dh_final[c];
+      reference::linear_scan_backward<T>(g.len, d.channels, g.in(args.a).data(),
+                                         g.in(args.h).data(), h0.data(), dh.data(), da.data(),
+                                         dx.data(), dh0.data());
+    }
+    g.out(da, args.da);
+    g.out(dx, args.dx);
+    g.put_state(dh0, args.dh0);
+  }
+}
+
+#if PRNN_WITH_CUDA
+scan::Elem elem_of(DType t) {
+  switch (t) {
+    case DType::F32: return scan::Elem::F32;
+    case DType::F16: return scan::Elem::F16;
+    case DType::BF16: return scan::Elem::BF16;
+    case DType::F64: break;
+  }
+  throw Unsupported("linear scan on the GPU", "f64 is not supported; use f32, f16 or bf16");
+}
+#endif
+
+}  // namespace
+
+struct LinearScan::Impl {
+  ScanDesc desc;
+  ScanAlgo algo = ScanAlgo::Auto;
+  std::string reason;
+#if PRNN_WITH_CUDA
+  scan::ParallelTiling tiling;
+  int grid[2] = {0, 0};  // persistent grid per mode (forward, backward)
+  DeviceBuffer workspace;
+  scan::ScanParams base;  // problem-independent fields: tiling and workspace pointers
+  unsigned epoch = 0;
+
+  scan::ScanParams params(const void* lengths_ptr) {
+    scan::ScanParams p = base;
+    p.lengths = static_cast<const std::int32_t*>(lengths_ptr);
+    if (algo == ScanAlgo::Parallel) {
+      if (++epoch == 0) {  // the tag wrapped: clear every flag once
+        PRNN_CUDA_CHECK(cudaMemset(workspace.data(), 0, workspace.bytes()));
+        epoch = 1;
+      }
+      p.epoch = epoch;
+    }
+    return p;
+  }
+#endif
+};
+
+std::string LinearScan::can_implement(const ScanDesc& d, ScanAlgo algo) {
+  d.validate();
+  if (on_host(d)) {
+    if (algo != ScanAlgo::Auto && algo != ScanAlgo::Reference)
+      return fmt::format("{} runs on the GPU; host tensors use the reference", to_string(algo));
+    if (d.dtype != DType::F32 && d.dtype != DType::F64)
+      return fmt::format("the CPU reference takes f32 or f64, got {}", to_string(d.dtype));
+    return {};
+  }
+  if (algo == ScanAlgo::Reference) return "the reference runs on host tensors only";
+#if PRNN_WITH_CUDA
+  if (d.dtype == DType::F64) return "the GPU scans take f32, f16 or bf16, got f64";
+  if (algo == ScanAlgo::Parallel || algo == ScanAlgo::Auto) {
+    const auto tiling = scan::parallel_tiling(d.channels);
+    const std::int64_t tiles = (d.steps + tiling.tile_steps - 1) / tiling.tile_steps;
+    if (tiles > (std::int64_t{1} << (5 * scan::kMaxLevels)))
+      return fmt::format("parallel scan supports at most {} steps of tiles, got {}",
+                         std::int64_t{1} << (5 * scan::kMaxLevels), tiles);
+  }
+  return {};
+#else
+  return "prnn was built without CUDA (PRNN_CUDA=OFF)";
+#endif
+}
+
+LinearScan::LinearScan(const ScanDesc& desc, ScanAlgo algo) : impl_(std::make_unique<Impl>()) {
+  desc.validate();
+  impl_->desc = desc;
+  const std::string why_not = can_implement(desc, algo);
+  if (!why_not.empty()) throw Unsupported(fmt::format("linear scan ({})", to_string(algo)), why_not);
+  if (on_host(desc)) {
+    impl_->algo = ScanAlgo::Reference;
+    impl_->reason = "host tensors: the CPU reference";
+    return;
+  }
+#if PRNN_WITH_CUDA
+  auto& s = *impl_;
+  s.algo = algo == ScanAlgo::Auto ? ScanAlgo::Parallel : algo;
+  s.reason = algo == ScanAlgo::Auto ? "auto: the parallel scan handles every shape at bandwidth"
+                                    : "requested";
+  PRNN_CUDA_CHECK(cudaSetDevice(desc.device.index));
+  scan::ScanParams& p = s.base;
+  p.steps = desc.steps;
+  p.batch = static_cast<std::int32_t>(desc.batch);
+  p.channels = static_cast<std::int32_t>(desc.channels);
+  p.reverse = desc.direction == ScanDirection::Reverse;
+  p.stride_t = desc.layout == ScanLayout::TimeMajor ? desc.batch * desc.channels : desc.channels;
+  p.stride_b = desc.layout == ScanLayout::TimeMajor ? desc.channels : desc.steps * desc.channels;
+  p.timeout_ns = kLookbackTimeoutNs;
+
+  // Workspace: the status word, then per level the aggregates and the flags.
+  std::size_t bytes = 256;
+  std::size_t agg_offset[scan::kMaxLevels] = {}, flag_offset[scan::kMaxLevels] = {};
+  if (s.algo == ScanAlgo::Parallel) {
+    s.tiling = scan::parallel_tiling(desc.channels);
+    p.lane_blocks_per_batch =
+        static_cast<std::int32_t>((desc.channels + s.tiling.lane_width - 1) / s.tiling.lane_width);
+    p.time_tiles = (desc.steps + s.tiling.tile_steps - 1) / s.tiling.tile_steps;
+    p.num_tiles = p.time_tiles * desc.batch * p.lane_blocks_per_batch;
+    const std::int64_t lane_blocks = desc.batch * p.lane_blocks_per_batch;
+    p.levels = 1;
+    while (p.levels < scan::kMaxLevels && (std::int64_t{1} << (5 * p.levels)) < p.time_tiles)
+      ++p.levels;
+    for (int l = 0; l < p.levels; ++l) {
+      const std::int64_t per = std::max<std::int64_t>(1, p.time_tiles >> (5 * l));
+      p.level_count[l] = per;
+      agg_offset[l] = bytes;
+      bytes += static_cast<std::size_t>(lane_blocks * per * s.tiling.lane_width) * 8;
+      bytes = (bytes + 255) / 256 * 256;
+      flag_offset[l] = bytes;
+      bytes += static_cast<std::size_t>(lane_blocks * per) * 4;
+      bytes = (bytes + 255) / 256 * 256;
+    }
+    for (scan::Mode m : {scan::Mode::Forward, scan::Mode::Backward})
+      s.grid[static_cast<int>(m)] = static_cast<int>(std::min<std::int64_t>(
+          p.num_tiles, scan::parallel_grid_size(m, elem_of(desc.dtype), s.tiling.lane_width,
+                                                desc.device.index)));
+  }
+  s.workspace = DeviceBuffer(bytes);
+  PRNN_CUDA_CHECK(cudaMemset(s.workspace.data(), 0, bytes));
+  auto* base = static_cast<unsigned char*>(s.workspace.data());
+  p.status = reinterpret_cast<unsigned*>(base);
+  for (int l = 0; l < p.levels; ++l) {
+    p.agg[l] = reinterpret_cast<float*>(base + agg_offset[l]);
+    p.flags[l] = reinterpret_cast<unsigned*>(base + flag_offset[l]);
+  }
+#endif
+}
+
+LinearScan::~LinearScan() = default;
+LinearScan::LinearScan(LinearScan&&) noexcept = default;
+LinearScan& LinearScan::operator=(LinearScan&&) noexcept = default;
+
+const ScanDesc& LinearScan::desc() const { return impl_->desc; }
+ScanAlgo LinearScan::algo() const { return impl_->algo; }
+const std::string& LinearScan::reason() const { return impl_->reason; }
+
+void LinearScan::forward(const ScanForwardArgs& args, cudaStream_t stream) {
+  const ScanDesc& d = impl_->desc;
+  check_tensor(args.a, "a", d, d.sequence_shape());
+  check_tensor(args.x, "x", d, d.sequence_shape());
+  check_tensor(args.h, "h", d, d.sequence_shape());
+  check_optional(args.h0, "h0", d, d.state_shape());
+  check_optional(args.h_final, "h_final", d, d.state_shape());
+  if (on_host(d)) {
+    if (d.dtype == DType::F64) return cpu_forward<double>(d, args);
+    return cpu_forward<float>(d, args);
+  }
+#if PRNN_WITH_CUDA
+  scan::ScanParams p = impl_->params(args.lengths);
+  p.a = args.a.data();
+  p.u = args.x.data();
+  p.init = args.h0.data();
+  p.out = args.h.data();
+  p.final_out = args.h_final.data();
+  if (impl_->algo == ScanAlgo::Serial)
+    return scan::launch_serial_scan(scan::Mode::Forward, elem_of(d.dtype), p, stream);
+  scan::launch_parallel_scan(scan::Mode::Forward, elem_of(d.dtype), impl_->tiling.lane_width,
+                             impl_->grid[0], p, stream);
+#else
+  (void)stream;
+#endif
+}
+
+void LinearScan::backward(const ScanBackwardArgs& args, cudaStream_t stream) {
+  const ScanDesc& d = impl_->desc;
+  check_tensor(args.a, "a", d, d.sequence_shape());
+  check_tensor(args.h, "h", d, d.sequence_shape());
+  check_tensor(args.dh, "dh", d, d.sequence_shape());
+  check_tensor(args.da, "da", d, d.sequence_shape());
+  check_tensor(args.dx, "dx", d, d.sequence_shape());
+  check_optional(args.h0, "h0", d, d.state_shape());
+  check_optional(args.dh_final, "dh_final", d, d.state_shape());
+  check_optional(args.dh0, "dh0", d, d.state_shape());
+  if (on_host(d)) {
+    if (d.dtype == DType::F64) return cpu_backward<double>(d, args);
+    return cpu_backward<float>(d, args);
+  }
+#if PRNN_WITH_CUDA
+  scan::ScanParams p = impl_->params(args.lengths);
+  p.a = args.a.data();
+  p.u = args.dh.data();
+  p.h = args.h.data();
+  p.init = args.dh_final.data();
+  p.h0 = args.h0.data();
+  p.out = args.dx.data();
+  p.out2 = args.da.data();
+  p.final_out = args.dh0.data();
+  if (impl_->algo == ScanAlgo::Serial)
+    return scan::launch_serial_scan(scan::Mode::Backward, elem_of(d.dtype), p, stream);
+  scan::launch_parallel_scan(scan::Mode::Backward, elem_of(d.dtype), impl_->tiling.lane_width,
+                             impl_->grid[1], p, stream);
+#else
+  (void)stream;
+#endif
+}
+
+void LinearScan::check(cudaStream_t stream) {
+  if (on_host(impl_->desc)) return;
+#if PRNN_WITH_CUDA
+  PRNN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  unsigned status = 0;
+  PRNN_CUDA_CHECK(cudaMemcpy(&status, impl_->base.status, sizeof(status), cudaMemcpyDeviceToHost));
+  if (status == 0) return;
+  PRNN_CUDA_CHECK(cudaMemset(impl_->base.status, 0, sizeof(status)));
+  std::string what;
+  if (status & scan::kStatusBadLength) what += "a sequence length outside [0, steps]; ";
+  if (status & scan::kStatusTimeout) what += "a lookback wait timed out (a bug: please report); ";
+  throw RuntimeError("linear scan kernel", what, __FILE__, __LINE__);
+#else
+  (void)stream;
+#endif
+}
+
+}  // namespace prnn

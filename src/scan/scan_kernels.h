@@ -1,0 +1,24 @@
+// Host-side entry points of the scan kernels (one dispatch point per kernel family).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "scan/scan_params.h"
+
+namespace prnn::scan {
+
+// One thread per lane, all steps in order.
+void launch_serial_scan(Mode mode, Elem elem, const ScanParams& p, cudaStream_t stream);
+
+// Tiled parallel scan with a deterministic multi-level lookback (device_scan.cu).
+struct ParallelTiling {
+  int lane_width = 0;   // W: channels per tile (power of two, <= 32)
+  int tile_steps = 0;   // L: steps per tile
+};
+ParallelTiling parallel_tiling(std::int64_t channels);
+// CTAs the persistent grid uses (all co-resident) for this element type and mode.
+int parallel_grid_size(Mode mode, Elem elem, int lane_width, int device);
+void launch_parallel_scan(Mode mode, Elem elem, int lane_width, int grid, const ScanParams& p,
+                          cudaStream_t stream);
+
+}  // namespace prnn::scan

@@ -1,0 +1,59 @@
+// Kernel parameters of the linear-scan family (POD, passed by value), shared by the serial and
+// the parallel kernels and by the host dispatch.
+//
+// One "lane" is a (b, c) pair; a lane's elements sit at t*stride_t + b*stride_b + c. The kernels
+// walk each lane in logical order q = 0..T-1; q < len maps to a physical step t(q) (forward or
+// reversed), q >= len is padding whose physical step is q itself and whose outputs are zero.
+//   Forward mode:  state_q = a[t(q)]·state_{q-1} + x[t(q)];  out = h
+//   Backward mode: q runs against the forward scan (q = 0 is the forward's last step);
+//                  g_q = a[t(q) - fdir]·g_{q-1} + dh[t(q)]  (coefficient 1 at q = 0, where the
+//                  carry is dh_final); dx = g; da = g · h_prev with h_prev = h[t(q) - fdir] or h0.
+#pragma once
+
+#include <cstdint>
+
+namespace prnn::scan {
+
+enum class Mode : std::uint8_t { Forward, Backward };
+
+// Elementwise type of a, x, h and the gradients; arithmetic is always fp32.
+enum class Elem : std::uint8_t { F32, F16, BF16 };
+
+inline constexpr int kMaxLevels = 5;  // 32^5 time tiles per lane block
+
+// Status bits the kernels report through ScanParams::status.
+inline constexpr unsigned kStatusTimeout = 1u;
+inline constexpr unsigned kStatusBadLength = 2u;
+
+struct ScanParams {
+  std::int64_t steps = 0;
+  std::int32_t batch = 0;
+  std::int32_t channels = 0;
+  std::int64_t stride_t = 0;  // elements between consecutive steps of a lane
+  std::int64_t stride_b = 0;  // elements between consecutive batch entries
+  bool reverse = false;
+  const std::int32_t* lengths = nullptr;  // [B] or null (all T)
+
+  const void* a = nullptr;     // coefficients
+  const void* u = nullptr;     // forward: x; backward: dh
+  const void* h = nullptr;     // backward: the forward output
+  const void* init = nullptr;  // forward: h0; backward: dh_final (null = zeros) [B, C]
+  const void* h0 = nullptr;    // backward: forward's h0 for da at the first step (null = zeros)
+  void* out = nullptr;         // forward: h; backward: dx
+  void* out2 = nullptr;        // backward: da
+  void* final_out = nullptr;   // forward: h_final; backward: dh0 (null = not written) [B, C]
+
+  // Parallel scan only: tiling and the lookback workspace.
+  std::int32_t lane_blocks_per_batch = 0;  // ceil(C / W)
+  std::int64_t time_tiles = 0;             // K = ceil(T / L)
+  std::int64_t num_tiles = 0;              // K * B * lane_blocks_per_batch
+  int levels = 0;
+  std::int64_t level_count[kMaxLevels] = {};  // aggregates per lane block at each level
+  float* agg[kMaxLevels] = {};                // [lane_blocks][level_count][W] pairs (A, X)
+  unsigned* flags[kMaxLevels] = {};           // [lane_blocks][level_count] = epoch when ready
+  unsigned epoch = 0;
+  unsigned* status = nullptr;
+  std::uint64_t timeout_ns = 0;
+};
+
+}  // namespace prnn::scan

@@ -1,0 +1,131 @@
+// LinearScan on host tensors (the CPU path): layouts, reverse direction and lengths are mapped
+// onto the reference correctly, checked against the recurrence written out in the test; and
+// bad arguments are rejected with messages naming expected and given.
+#include <gtest/gtest.h>
+
+#include "prnn/error.h"
+#include "scan/scan_case.h"
+
+namespace prnn {
+namespace {
+
+struct LayoutCase {
+  ScanLayout layout;
+  ScanDirection direction;
+  bool lengths;
+};
+
+class ScanCpuMapping : public ::testing::TestWithParam<LayoutCase> {};
+
+// Exact in double: the test's loop performs the same operations in the same order.
+TEST_P(ScanCpuMapping, MatchesTheRecurrenceWrittenOut) {
+  const auto [layout, direction, use_lengths] = GetParam();
+  test::Rng rng;
+  test::ScanCase sc;
+  sc.desc = ScanDesc{7, 3, 5, layout, direction, DType::F64, Device::host()};
+  sc.with_lengths = use_lengths;
+  const auto s = test::make_scan_data(sc, rng);
+  const auto& d = sc.desc;
+  auto at = [&](std::int64_t t, std::int64_t b, std::int64_t c) {
+    return static_cast<std::size_t>(layout == ScanLayout::TimeMajor
+                                        ? (t * d.batch + b) * d.channels + c
+                                        : (b * d.steps + t) * d.channels + c);
+  };
+  for (std::int64_t b = 0; b < d.batch; ++b) {
+    const std::int64_t len = use_lengths ? s.lengths[static_cast<std::size_t>(b)] : d.steps;
+    for (std::int64_t c = 0; c < d.channels; ++c) {
+      const auto sidx = static_cast<std::size_t>(b * d.channels + c);
+      // forward
+      double h = s.h0[sidx];
+      for (std::int64_t k = 0; k < len; ++k) {
+        const std::int64_t t = direction == ScanDirection::Forward ? k : len - 1 - k;
+        h = s.a[at(t, b, c)] * h + s.x[at(t, b, c)];
+        ASSERT_EQ(s.h[at(t, b, c)], h) << "b=" << b << " c=" << c << " t=" << t;
+      }
+      EXPECT_EQ(s.h_final[sidx], h);
+      for (std::int64_t t = len; t < d.steps; ++t) {
+        const std::int64_t pt = t;  // padding: physical steps len..T-1 are zero either way
+        EXPECT_EQ(s.h[at(pt, b, c)], 0.0);
+        EXPECT_EQ(s.dx[at(pt, b, c)], 0.0);
+        EXPECT_EQ(s.da[at(pt, b, c)], 0.0);
+      }
+      // backward, in reverse of the forward order
+      double g = s.dh_final[sidx];
+      double next_a = 1.0;
+      for (std::int64_t k = len - 1; k >= 0; --k) {
+        const std::int64_t t = direction == ScanDirection::Forward ? k : len - 1 - k;
+        g = next_a * g + s.dh[at(t, b, c)];
+        EXPECT_NEAR(s.dx[at(t, b, c)], g, 1e-12);
+        const std::int64_t tp = direction == ScanDirection::Forward ? t - 1 : t + 1;
+        const double hprev = k == 0 ? s.h0[sidx] : s.h[at(tp, b, c)];
+        EXPECT_NEAR(s.da[at(t, b, c)], g * hprev, 1e-12);
+        next_a = s.a[at(t, b, c)];
+      }
+      EXPECT_NEAR(s.dh0[sidx], len > 0 ? next_a * g : s.dh_final[sidx], 1e-12);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ScanCpuMapping,
+    ::testing::Values(LayoutCase{ScanLayout::TimeMajor, ScanDirection::Forward, false},
+                      LayoutCase{ScanLayout::BatchMajor, ScanDirection::Forward, false},
+                      LayoutCase{ScanLayout::TimeMajor, ScanDirection::Reverse, false},
+                      LayoutCase{ScanLayout::BatchMajor, ScanDirection::Reverse, true},
+                      LayoutCase{ScanLayout::TimeMajor, ScanDirection::Forward, true},
+                      LayoutCase{ScanLayout::TimeMajor, ScanDirection::Reverse, true}));
+
+std::string invalid_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "<no InvalidArgument>";
+}
+
+TEST(ScanCpu, RejectsBadArguments) {
+  const ScanDesc d{4, 2, 3, ScanLayout::TimeMajor, ScanDirection::Forward, DType::F32,
+                   Device::host()};
+  LinearScan scan(d);
+  EXPECT_EQ(scan.algo(), ScanAlgo::Reference);
+  std::vector<float> a(24), x(24), h(24), wrong(20);
+  std::vector<double> as_double(24);
+  ScanForwardArgs f;
+  f.a = TensorView::of(a.data(), {4, 2, 3});
+  f.x = TensorView::of(x.data(), {4, 2, 3});
+  f.h = TensorView::of(h.data(), {4, 2, 3});
+  EXPECT_NO_THROW(scan.forward(f));
+
+  auto bad = f;
+  bad.x = TensorView::of(wrong.data(), {4, 5, 1});
+  EXPECT_EQ(invalid_message([&] { scan.forward(bad); }), "x: expected shape [4, 2, 3], got [4, 5, 1]");
+  bad = f;
+  bad.a = TensorView::of(as_double.data(), {4, 2, 3});
+  EXPECT_EQ(invalid_message([&] { scan.forward(bad); }), "a: expected dtype f32, got f64");
+  bad = f;
+  bad.h = TensorView(nullptr, DType::F32, {4, 2, 3});
+  EXPECT_EQ(invalid_message([&] { scan.forward(bad); }), "h: expected a non-null pointer, got null");
+  bad = f;
+  bad.x = TensorView(x.data(), DType::F32, {4, 2, 3}, Device::cuda(0));
+  EXPECT_EQ(invalid_message([&] { scan.forward(bad); }), "x: expected memory on host, got cuda:0");
+  bad = f;
+  std::vector<float> h0(6);
+  bad.h0 = TensorView::of(h0.data(), {3, 2});
+  EXPECT_EQ(invalid_message([&] { scan.forward(bad); }), "h0: expected shape [2, 3], got [3, 2]");
+  bad = f;
+  const std::int32_t lengths[2] = {4, 5};
+  bad.lengths = lengths;
+  EXPECT_EQ(invalid_message([&] { scan.forward(bad); }), "lengths[1]: expected a value in [0, 4], got 5");
+
+  EXPECT_EQ(invalid_message([&] { LinearScan(ScanDesc{0, 1, 1}); }),
+            "ScanDesc.steps: expected >= 1, got 0");
+  EXPECT_THROW(LinearScan(d, ScanAlgo::Parallel), Unsupported);
+  ScanDesc half = d;
+  half.dtype = DType::BF16;
+  EXPECT_FALSE(LinearScan::can_implement(half, ScanAlgo::Reference).empty());
+  EXPECT_THROW(parse_scan_algo("fast"), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace prnn
