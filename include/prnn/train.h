@@ -33,9 +33,9 @@ struct TrainResult {
 struct DemoConfig {
   std::int64_t alphabet = 8;     // input size (one-hot)
   std::int64_t hidden = 32;
-  std::int64_t steps = 24;       // sequence length T
+  std::int64_t steps = 10;       // sequence length T
   std::int64_t batch = 16;
-  std::int64_t iterations = 300;
+  std::int64_t iterations = 600;
   double learning_rate = 1e-2;
   std::uint64_t seed = 1;
 };

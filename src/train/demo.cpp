@@ -60,6 +60,11 @@ TrainResult run_demo(const DemoConfig& c, const std::function<void(const TrainPr
   // PyTorch's default LSTM init: U(-1/sqrt(H), 1/sqrt(H)) for every parameter.
   std::vector<float> rnn_w(static_cast<std::size_t>(rnn_param_count(desc)));
   init_uniform(rnn_w, 1.0 / std::sqrt(double(c.hidden)), gen);
+  // Forget-gate bias 1 (gate order i, f, g, o): the cell starts out remembering, which is what
+  // lets the first symbol's gradient reach step 0 (Jozefowicz et al., 2015).
+  const RnnParamOffsets off = rnn_param_offsets(desc, 0, 0);
+  for (std::int64_t k = 0; k < c.hidden; ++k)
+    rnn_w[static_cast<std::size_t>(off.b_ih + c.hidden + k)] = 1.0f;
   std::vector<float> fc_w(kClasses * H), fc_b(kClasses);
   init_uniform(fc_w, 1.0 / std::sqrt(double(c.hidden)), gen);
   init_uniform(fc_b, 1.0 / std::sqrt(double(c.hidden)), gen);
