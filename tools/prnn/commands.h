@@ -2,10 +2,13 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace prnn::cli {
 
 void add_info_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
+// command_line: the exact invocation, recorded in every CSV header.
+void add_bench_command(CLI::App& app, const std::string& command_line);
 
 }  // namespace prnn::cli

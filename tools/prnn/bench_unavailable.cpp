@@ -1,0 +1,9 @@
+// Builds without CUDA have no benchmark drivers.
+#include "prnn/bench.h"
+#include "prnn/error.h"
+
+namespace prnn {
+void run_scan_bench(const ScanBenchOptions&, const BenchSink&) {
+  throw Unsupported("prnn bench scan", "prnn was built without CUDA (PRNN_CUDA=OFF)");
+}
+}  // namespace prnn

@@ -1,0 +1,73 @@
+// `prnn bench <suite>`: runs a benchmark suite and writes tidy CSV (to --out, or stdout), with
+// the exact command and the GPU in the header lines, and a readable table on stderr.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "prnn/bench.h"
+#include "prnn/device.h"
+#include "prnn/error.h"
+
+namespace prnn::cli {
+namespace {
+
+struct BenchCommon {
+  std::string out;
+  std::string command_line;
+};
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::gmtime(&now));
+  return buf;
+}
+
+void run_with_csv(const BenchCommon& common, const std::function<void(const BenchSink&)>& body) {
+  std::ofstream file;
+  std::ostream* out = &std::cout;
+  if (!common.out.empty()) {
+    file.open(common.out);
+    if (!file) throw InvalidArgument(fmt::format("--out: cannot open '{}' for writing", common.out));
+    out = &file;
+  }
+  const std::string gpu = device_count() > 0 ? device_info(0).name : "no GPU";
+  *out << "# cmd: " << common.command_line << "\n# gpu: " << gpu << ", " << today() << "\n";
+  *out << "suite,case,impl,metric,value,unit\n";
+  body([&](const BenchRow& r) {
+    *out << fmt::format("{},{},{},{},{:.6g},{}\n", r.suite, r.case_, r.impl, r.metric, r.value, r.unit);
+    out->flush();
+    std::fprintf(stderr, "%-44s %-18s %-20s %12.4g %s\n", r.case_.c_str(), r.impl.c_str(),
+                 r.metric.c_str(), r.value, r.unit.c_str());
+  });
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, const std::string& command_line) {
+  auto* bench = app.add_subcommand("bench", "Run a benchmark suite, write tidy CSV");
+  bench->require_subcommand(1);
+  auto common = std::make_shared<BenchCommon>();
+  common->command_line = command_line;
+  bench->add_option("--out", common->out, "CSV file (default: stdout)");
+
+  auto opts = std::make_shared<ScanBenchOptions>();
+  auto* scan = bench->add_subcommand("scan", "Linear recurrence: PLR vs SLR vs CUB, bandwidth sweep");
+  scan->add_option("--repeats", opts->repeats, "Timed runs per measurement")->check(CLI::PositiveNumber);
+  scan->add_option("--max-elements", opts->max_elements, "Largest problem in the sweep");
+  auto quick = std::make_shared<bool>(false);
+  scan->add_flag("--quick", *quick, "Small sweep (up to 2^24 elements)");
+  scan->callback([common, opts, quick] {
+    ScanBenchOptions o = *opts;
+    if (*quick) o.max_elements = std::min<std::int64_t>(o.max_elements, 1 << 24);
+    run_with_csv(*common, [&](const BenchSink& sink) { run_scan_bench(o, sink); });
+  });
+}
+
+}  // namespace prnn::cli
