@@ -115,7 +115,7 @@ void run_scan_bench(const ScanBenchOptions& o, const BenchSink& sink) {
     return time_scan(scan, s, backward, o.repeats);
   };
 
-  if (o.table1) {
+  if (o.table1 && o.only_steps == 0) {
     for (std::int64_t T : {16, 256, 4096, 65536}) {
       for (std::int64_t C : {4, 32, 128}) {
         const std::string c = shape_case(DType::F32, T, 1, C);
@@ -139,7 +139,7 @@ void run_scan_bench(const ScanBenchOptions& o, const BenchSink& sink) {
     }
   }
 
-  if (o.sweep) {
+  if (o.sweep || o.only_steps > 0) {
     struct Shape3 {
       std::int64_t T, B, C;
     };
@@ -151,6 +151,7 @@ void run_scan_bench(const ScanBenchOptions& o, const BenchSink& sink) {
     shapes.push_back({std::int64_t{1} << 22, 1, 4});   // few channels, long sequence
     shapes.push_back({65536, 8, 1536});                 // accelerated-scan's favourite shape
     shapes.push_back({65536, 4, 256});
+    if (o.only_steps > 0) shapes = {{o.only_steps, o.only_batch, o.only_channels}};
     for (const Shape3& sh : shapes) {
       const std::int64_t n = sh.T * sh.B * sh.C;
       if (n > 2 * o.max_elements * 2) continue;
@@ -170,7 +171,7 @@ void run_scan_bench(const ScanBenchOptions& o, const BenchSink& sink) {
     }
   }
 
-  if (o.tiny) {
+  if (o.tiny && o.only_steps == 0) {
     for (std::int64_t C : {1, 16, 256}) {
       const std::int64_t T = (std::int64_t{1} << 16) / C;
       Tensors s = make_tensors(DType::F32, T * C, false);

@@ -22,6 +22,8 @@ struct ScanBenchOptions {
   bool tiny = true;        // 2^16-element problems: one launch, latency
   std::int64_t max_elements = std::int64_t{1} << 28;
   int repeats = 20;        // timed runs per measurement (median reported)
+  // When steps > 0: only the sweep, at this one shape (for profiling a single kernel).
+  std::int64_t only_steps = 0, only_batch = 1, only_channels = 1;
 };
 
 // Requires a GPU; throws Unsupported without one.

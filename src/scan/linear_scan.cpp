@@ -170,7 +170,6 @@ struct LinearScan::Impl {
   std::string reason;
 #if PRNN_WITH_CUDA
   scan::ParallelTiling tiling;
-  int grid[2] = {0, 0};  // persistent grid per mode (forward, backward)
   DeviceBuffer workspace;
   scan::ScanParams base;  // problem-independent fields: tiling and workspace pointers
   unsigned epoch = 0;
@@ -179,11 +178,13 @@ struct LinearScan::Impl {
     scan::ScanParams p = base;
     p.lengths = static_cast<const std::int32_t*>(lengths_ptr);
     if (algo == ScanAlgo::Parallel) {
-      if (++epoch == 0) {  // the tag wrapped: clear every flag once
+      if (++epoch == 0) {  // the tag wrapped: clear every record and the counter once
         PRNN_CUDA_CHECK(cudaMemset(workspace.data(), 0, workspace.bytes()));
         epoch = 1;
       }
       p.epoch = epoch;
+      p.tile_base = static_cast<unsigned long long>(epoch - 1) *
+                    static_cast<unsigned long long>(base.num_tiles);
     }
     return p;
   }
@@ -205,6 +206,9 @@ std::string LinearScan::can_implement(const ScanDesc& d, ScanAlgo algo) {
   if (algo == ScanAlgo::Parallel || algo == ScanAlgo::Auto) {
     const auto tiling = scan::parallel_tiling(d.channels);
     const std::int64_t tiles = (d.steps + tiling.tile_steps - 1) / tiling.tile_steps;
+    if (tiles * d.batch * ((d.channels + tiling.lane_width - 1) / tiling.lane_width) > INT32_MAX)
+      return fmt::format("parallel scan supports at most 2^31 tiles, got {} steps x {} lanes",
+                         d.steps, d.batch * d.channels);
     if (tiles > (std::int64_t{1} << (5 * scan::kMaxLevels)))
       return fmt::format("parallel scan supports at most {} steps of tiles, got {}",
                          std::int64_t{1} << (5 * scan::kMaxLevels), tiles);
@@ -240,9 +244,9 @@ LinearScan::LinearScan(const ScanDesc& desc, ScanAlgo algo) : impl_(std::make_un
   p.stride_b = desc.layout == ScanLayout::TimeMajor ? desc.channels : desc.steps * desc.channels;
   p.timeout_ns = kLookbackTimeoutNs;
 
-  // Workspace: the status word, then per level the aggregates and the flags.
+  // Workspace: the status word and the tile counter, then per level the aggregate records.
   std::size_t bytes = 256;
-  std::size_t agg_offset[scan::kMaxLevels] = {}, flag_offset[scan::kMaxLevels] = {};
+  std::size_t agg_offset[scan::kMaxLevels] = {};
   if (s.algo == ScanAlgo::Parallel) {
     s.tiling = scan::parallel_tiling(desc.channels);
     p.lane_blocks_per_batch =
@@ -257,24 +261,17 @@ LinearScan::LinearScan(const ScanDesc& desc, ScanAlgo algo) : impl_(std::make_un
       const std::int64_t per = std::max<std::int64_t>(1, p.time_tiles >> (5 * l));
       p.level_count[l] = per;
       agg_offset[l] = bytes;
-      bytes += static_cast<std::size_t>(lane_blocks * per * s.tiling.lane_width) * 8;
-      bytes = (bytes + 255) / 256 * 256;
-      flag_offset[l] = bytes;
-      bytes += static_cast<std::size_t>(lane_blocks * per) * 4;
+      bytes += static_cast<std::size_t>(lane_blocks * per * s.tiling.lane_width) * 16;
       bytes = (bytes + 255) / 256 * 256;
     }
-    for (scan::Mode m : {scan::Mode::Forward, scan::Mode::Backward})
-      s.grid[static_cast<int>(m)] = static_cast<int>(std::min<std::int64_t>(
-          p.num_tiles, scan::parallel_grid_size(m, elem_of(desc.dtype), s.tiling.lane_width,
-                                                desc.device.index)));
   }
   s.workspace = DeviceBuffer(bytes);
   PRNN_CUDA_CHECK(cudaMemset(s.workspace.data(), 0, bytes));
   auto* base = static_cast<unsigned char*>(s.workspace.data());
   p.status = reinterpret_cast<unsigned*>(base);
+  p.tile_counter = reinterpret_cast<unsigned long long*>(base + 8);
   for (int l = 0; l < p.levels; ++l) {
     p.agg[l] = reinterpret_cast<float*>(base + agg_offset[l]);
-    p.flags[l] = reinterpret_cast<unsigned*>(base + flag_offset[l]);
   }
 #endif
 }
@@ -307,8 +304,8 @@ void LinearScan::forward(const ScanForwardArgs& args, cudaStream_t stream) {
   p.final_out = args.h_final.data();
   if (impl_->algo == ScanAlgo::Serial)
     return scan::launch_serial_scan(scan::Mode::Forward, elem_of(d.dtype), p, stream);
-  scan::launch_parallel_scan(scan::Mode::Forward, elem_of(d.dtype), impl_->tiling.lane_width,
-                             impl_->grid[0], p, stream);
+  scan::launch_parallel_scan(scan::Mode::Forward, elem_of(d.dtype), impl_->tiling.lane_width, p,
+                             stream);
 #else
   (void)stream;
 #endif
@@ -341,7 +338,7 @@ void LinearScan::backward(const ScanBackwardArgs& args, cudaStream_t stream) {
   if (impl_->algo == ScanAlgo::Serial)
     return scan::launch_serial_scan(scan::Mode::Backward, elem_of(d.dtype), p, stream);
   scan::launch_parallel_scan(scan::Mode::Backward, elem_of(d.dtype), impl_->tiling.lane_width,
-                             impl_->grid[1], p, stream);
+                             p, stream);
 #else
   (void)stream;
 #endif

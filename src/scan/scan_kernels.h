@@ -16,9 +16,7 @@ struct ParallelTiling {
   int tile_steps = 0;   // L: steps per tile
 };
 ParallelTiling parallel_tiling(std::int64_t channels);
-// CTAs the persistent grid uses (all co-resident) for this element type and mode.
-int parallel_grid_size(Mode mode, Elem elem, int lane_width, int device);
-void launch_parallel_scan(Mode mode, Elem elem, int lane_width, int grid, const ScanParams& p,
+void launch_parallel_scan(Mode mode, Elem elem, int lane_width, const ScanParams& p,
                           cudaStream_t stream);
 
 }  // namespace prnn::scan

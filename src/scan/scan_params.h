@@ -49,9 +49,11 @@ struct ScanParams {
   std::int64_t num_tiles = 0;              // K * B * lane_blocks_per_batch
   int levels = 0;
   std::int64_t level_count[kMaxLevels] = {};  // aggregates per lane block at each level
-  float* agg[kMaxLevels] = {};                // [lane_blocks][level_count][W] pairs (A, X)
-  unsigned* flags[kMaxLevels] = {};           // [lane_blocks][level_count] = epoch when ready
+  // [lane_blocks][level_count][W] records {A, X, epoch tag, 0} (16 bytes each)
+  float* agg[kMaxLevels] = {};
   unsigned epoch = 0;
+  unsigned long long* tile_counter = nullptr;  // claimed tile ids, cumulative over launches
+  unsigned long long tile_base = 0;            // first id of this launch
   unsigned* status = nullptr;
   std::uint64_t timeout_ns = 0;
 };

@@ -61,6 +61,9 @@ void add_bench_command(CLI::App& app, const std::string& command_line) {
   auto* scan = bench->add_subcommand("scan", "Linear recurrence: PLR vs SLR vs CUB, bandwidth sweep");
   scan->add_option("--repeats", opts->repeats, "Timed runs per measurement")->check(CLI::PositiveNumber);
   scan->add_option("--max-elements", opts->max_elements, "Largest problem in the sweep");
+  scan->add_option("--steps", opts->only_steps, "Only this shape: steps (with --batch, --channels)");
+  scan->add_option("--batch", opts->only_batch, "Only this shape: batch");
+  scan->add_option("--channels", opts->only_channels, "Only this shape: channels");
   auto quick = std::make_shared<bool>(false);
   scan->add_flag("--quick", *quick, "Small sweep (up to 2^24 elements)");
   scan->callback([common, opts, quick] {
