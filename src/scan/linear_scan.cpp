@@ -151,6 +151,15 @@ void cpu_backward(const ScanDesc& d, const ScanBackwardArgs& args) {
 }
 
 #if PRNN_WITH_CUDA
+// 4-channel vectors need C % 4 == 0 and every tensor aligned to 4 elements.
+bool vectorizable(const ScanDesc& d, std::initializer_list<TensorView> tensors) {
+  if (d.channels % 4 != 0) return false;
+  const std::uintptr_t align = 4 * size_of(d.dtype);
+  for (const TensorView& t : tensors)
+    if (reinterpret_cast<std::uintptr_t>(t.data()) % align != 0) return false;
+  return true;
+}
+
 scan::Elem elem_of(DType t) {
   switch (t) {
     case DType::F32: return scan::Elem::F32;
@@ -169,22 +178,27 @@ struct LinearScan::Impl {
   ScanAlgo algo = ScanAlgo::Auto;
   std::string reason;
 #if PRNN_WITH_CUDA
-  scan::ParallelTiling tiling;
+  // Parallel scan: one tiling for 4-channel vectors (C % 4 == 0, aligned tensors), one scalar;
+  // each call takes the vector one when its tensors allow. Both share the workspace's status
+  // word, tile counter and epoch, and have their own aggregate records.
+  scan::ParallelTiling tiling[2];
+  scan::ScanParams base[2];
   DeviceBuffer workspace;
-  scan::ScanParams base;  // problem-independent fields: tiling and workspace pointers
   unsigned epoch = 0;
+  unsigned long long claimed = 0;  // tile ids handed out so far (the counter's value)
 
-  scan::ScanParams params(const void* lengths_ptr) {
-    scan::ScanParams p = base;
+  scan::ScanParams params(bool vectorized, const void* lengths_ptr) {
+    scan::ScanParams p = base[vectorized ? 1 : 0];
     p.lengths = static_cast<const std::int32_t*>(lengths_ptr);
     if (algo == ScanAlgo::Parallel) {
       if (++epoch == 0) {  // the tag wrapped: clear every record and the counter once
         PRNN_CUDA_CHECK(cudaMemset(workspace.data(), 0, workspace.bytes()));
         epoch = 1;
+        claimed = 0;
       }
       p.epoch = epoch;
-      p.tile_base = static_cast<unsigned long long>(epoch - 1) *
-                    static_cast<unsigned long long>(base.num_tiles);
+      p.tile_base = claimed;
+      claimed += static_cast<unsigned long long>(p.num_tiles);
     }
     return p;
   }
@@ -204,14 +218,16 @@ std::string LinearScan::can_implement(const ScanDesc& d, ScanAlgo algo) {
 #if PRNN_WITH_CUDA
   if (d.dtype == DType::F64) return "the GPU scans take f32, f16 or bf16, got f64";
   if (algo == ScanAlgo::Parallel || algo == ScanAlgo::Auto) {
-    const auto tiling = scan::parallel_tiling(d.channels);
-    const std::int64_t tiles = (d.steps + tiling.tile_steps - 1) / tiling.tile_steps;
-    if (tiles * d.batch * ((d.channels + tiling.lane_width - 1) / tiling.lane_width) > INT32_MAX)
-      return fmt::format("parallel scan supports at most 2^31 tiles, got {} steps x {} lanes",
-                         d.steps, d.batch * d.channels);
-    if (tiles > (std::int64_t{1} << (5 * scan::kMaxLevels)))
-      return fmt::format("parallel scan supports at most {} steps of tiles, got {}",
-                         std::int64_t{1} << (5 * scan::kMaxLevels), tiles);
+    for (bool vectorized : {false, true}) {
+      const auto tiling = scan::parallel_tiling(d.channels, vectorized);
+      const std::int64_t tiles = (d.steps + tiling.tile_steps - 1) / tiling.tile_steps;
+      if (tiles * d.batch * ((d.channels + tiling.lane_width - 1) / tiling.lane_width) > INT32_MAX)
+        return fmt::format("parallel scan supports at most 2^31 tiles, got {} steps x {} lanes",
+                           d.steps, d.batch * d.channels);
+      if (tiles > (std::int64_t{1} << (5 * scan::kMaxLevels)))
+        return fmt::format("parallel scan supports at most {} time tiles, got {}",
+                           std::int64_t{1} << (5 * scan::kMaxLevels), tiles);
+    }
   }
   return {};
 #else
@@ -235,7 +251,7 @@ LinearScan::LinearScan(const ScanDesc& desc, ScanAlgo algo) : impl_(std::make_un
   s.reason = algo == ScanAlgo::Auto ? "auto: the parallel scan handles every shape at bandwidth"
                                     : "requested";
   PRNN_CUDA_CHECK(cudaSetDevice(desc.device.index));
-  scan::ScanParams& p = s.base;
+  scan::ScanParams p;
   p.steps = desc.steps;
   p.batch = static_cast<std::int32_t>(desc.batch);
   p.channels = static_cast<std::int32_t>(desc.channels);
@@ -244,34 +260,49 @@ LinearScan::LinearScan(const ScanDesc& desc, ScanAlgo algo) : impl_(std::make_un
   p.stride_b = desc.layout == ScanLayout::TimeMajor ? desc.channels : desc.steps * desc.channels;
   p.timeout_ns = kLookbackTimeoutNs;
 
-  // Workspace: the status word and the tile counter, then per level the aggregate records.
+  // Workspace: the status word and the tile counter, then per tiling and level the records.
   std::size_t bytes = 256;
-  std::size_t agg_offset[scan::kMaxLevels] = {};
+  std::size_t agg_offset[2][scan::kMaxLevels] = {};
   if (s.algo == ScanAlgo::Parallel) {
-    s.tiling = scan::parallel_tiling(desc.channels);
-    p.lane_blocks_per_batch =
-        static_cast<std::int32_t>((desc.channels + s.tiling.lane_width - 1) / s.tiling.lane_width);
-    p.time_tiles = (desc.steps + s.tiling.tile_steps - 1) / s.tiling.tile_steps;
-    p.num_tiles = p.time_tiles * desc.batch * p.lane_blocks_per_batch;
-    const std::int64_t lane_blocks = desc.batch * p.lane_blocks_per_batch;
-    p.levels = 1;
-    while (p.levels < scan::kMaxLevels && (std::int64_t{1} << (5 * p.levels)) < p.time_tiles)
-      ++p.levels;
-    for (int l = 0; l < p.levels; ++l) {
-      const std::int64_t per = std::max<std::int64_t>(1, p.time_tiles >> (5 * l));
-      p.level_count[l] = per;
-      agg_offset[l] = bytes;
-      bytes += static_cast<std::size_t>(lane_blocks * per * s.tiling.lane_width) * 16;
-      bytes = (bytes + 255) / 256 * 256;
+    for (int v = 0; v < 2; ++v) {
+      if (v == 1 && desc.channels % 4 != 0) {  // never vectorized: share the scalar tiling
+        s.tiling[1] = s.tiling[0];
+        s.base[1] = s.base[0];
+        std::copy(std::begin(agg_offset[0]), std::end(agg_offset[0]), std::begin(agg_offset[1]));
+        continue;
+      }
+      const scan::ParallelTiling t = scan::parallel_tiling(desc.channels, v == 1);
+      s.tiling[v] = t;
+      scan::ScanParams& q = s.base[v];
+      q = p;
+      q.lane_blocks_per_batch = static_cast<std::int32_t>((desc.channels + t.lane_width - 1) / t.lane_width);
+      q.time_tiles = (desc.steps + t.tile_steps - 1) / t.tile_steps;
+      q.num_tiles = q.time_tiles * desc.batch * q.lane_blocks_per_batch;
+      const std::int64_t lane_blocks = desc.batch * q.lane_blocks_per_batch;
+      q.levels = 1;
+      while (q.levels < scan::kMaxLevels && (std::int64_t{1} << (5 * q.levels)) < q.time_tiles)
+        ++q.levels;
+      for (int l = 0; l < q.levels; ++l) {
+        const std::int64_t per = std::max<std::int64_t>(1, q.time_tiles >> (5 * l));
+        q.level_count[l] = per;
+        agg_offset[v][l] = bytes;
+        bytes += static_cast<std::size_t>(lane_blocks * per * t.lane_width) * 16;
+        bytes = (bytes + 255) / 256 * 256;
+      }
     }
+  } else {
+    s.base[0] = s.base[1] = p;
   }
   s.workspace = DeviceBuffer(bytes);
   PRNN_CUDA_CHECK(cudaMemset(s.workspace.data(), 0, bytes));
-  auto* base = static_cast<unsigned char*>(s.workspace.data());
-  p.status = reinterpret_cast<unsigned*>(base);
-  p.tile_counter = reinterpret_cast<unsigned long long*>(base + 8);
-  for (int l = 0; l < p.levels; ++l) {
-    p.agg[l] = reinterpret_cast<float*>(base + agg_offset[l]);
+  auto* ws = static_cast<unsigned char*>(s.workspace.data());
+  for (int v = 0; v < 2; ++v) {
+    scan::ScanParams& q = s.base[v];
+    q.status = reinterpret_cast<unsigned*>(ws);
+    q.tile_counter = reinterpret_cast<unsigned long long*>(ws + 8);
+    for (int l = 0; l < q.levels; ++l) {
+      q.agg[l] = reinterpret_cast<float*>(ws + agg_offset[v][l]);
+    }
   }
 #endif
 }
@@ -296,7 +327,9 @@ void LinearScan::forward(const ScanForwardArgs& args, cudaStream_t stream) {
     return cpu_forward<float>(d, args);
   }
 #if PRNN_WITH_CUDA
-  scan::ScanParams p = impl_->params(args.lengths);
+  const bool vec = impl_->algo == ScanAlgo::Parallel &&
+                   vectorizable(d, {args.a, args.x, args.h0, args.h, args.h_final});
+  scan::ScanParams p = impl_->params(vec, args.lengths);
   p.a = args.a.data();
   p.u = args.x.data();
   p.init = args.h0.data();
@@ -304,7 +337,7 @@ void LinearScan::forward(const ScanForwardArgs& args, cudaStream_t stream) {
   p.final_out = args.h_final.data();
   if (impl_->algo == ScanAlgo::Serial)
     return scan::launch_serial_scan(scan::Mode::Forward, elem_of(d.dtype), p, stream);
-  scan::launch_parallel_scan(scan::Mode::Forward, elem_of(d.dtype), impl_->tiling.lane_width, p,
+  scan::launch_parallel_scan(scan::Mode::Forward, elem_of(d.dtype), impl_->tiling[vec ? 1 : 0], p,
                              stream);
 #else
   (void)stream;
@@ -326,7 +359,10 @@ void LinearScan::backward(const ScanBackwardArgs& args, cudaStream_t stream) {
     return cpu_backward<float>(d, args);
   }
 #if PRNN_WITH_CUDA
-  scan::ScanParams p = impl_->params(args.lengths);
+  const bool vec =
+      impl_->algo == ScanAlgo::Parallel &&
+      vectorizable(d, {args.a, args.h, args.h0, args.dh, args.dh_final, args.da, args.dx, args.dh0});
+  scan::ScanParams p = impl_->params(vec, args.lengths);
   p.a = args.a.data();
   p.u = args.dh.data();
   p.h = args.h.data();
@@ -337,7 +373,7 @@ void LinearScan::backward(const ScanBackwardArgs& args, cudaStream_t stream) {
   p.final_out = args.dh0.data();
   if (impl_->algo == ScanAlgo::Serial)
     return scan::launch_serial_scan(scan::Mode::Backward, elem_of(d.dtype), p, stream);
-  scan::launch_parallel_scan(scan::Mode::Backward, elem_of(d.dtype), impl_->tiling.lane_width,
+  scan::launch_parallel_scan(scan::Mode::Backward, elem_of(d.dtype), impl_->tiling[vec ? 1 : 0],
                              p, stream);
 #else
   (void)stream;
@@ -349,9 +385,10 @@ void LinearScan::check(cudaStream_t stream) {
 #if PRNN_WITH_CUDA
   PRNN_CUDA_CHECK(cudaStreamSynchronize(stream));
   unsigned status = 0;
-  PRNN_CUDA_CHECK(cudaMemcpy(&status, impl_->base.status, sizeof(status), cudaMemcpyDeviceToHost));
+  unsigned* status_word = impl_->base[0].status;
+  PRNN_CUDA_CHECK(cudaMemcpy(&status, status_word, sizeof(status), cudaMemcpyDeviceToHost));
   if (status == 0) return;
-  PRNN_CUDA_CHECK(cudaMemset(impl_->base.status, 0, sizeof(status)));
+  PRNN_CUDA_CHECK(cudaMemset(status_word, 0, sizeof(status)));
   std::string what;
   if (status & scan::kStatusBadLength) what += "a sequence length outside [0, steps]; ";
   if (status & scan::kStatusTimeout) what += "a lookback wait timed out (a bug: please report); ";

@@ -12,11 +12,13 @@ void launch_serial_scan(Mode mode, Elem elem, const ScanParams& p, cudaStream_t 
 
 // Tiled parallel scan with a deterministic multi-level lookback (device_scan.cu).
 struct ParallelTiling {
-  int lane_width = 0;   // W: channels per tile (power of two, <= 32)
-  int tile_steps = 0;   // L: steps per tile
+  int vector = 1;           // V: channels per thread (4 needs C % 4 == 0 and aligned tensors)
+  int threads_per_row = 1;  // TPR
+  int lane_width = 0;       // W = V * TPR: channels per tile
+  int tile_steps = 0;       // L: steps per tile
 };
-ParallelTiling parallel_tiling(std::int64_t channels);
-void launch_parallel_scan(Mode mode, Elem elem, int lane_width, const ScanParams& p,
+ParallelTiling parallel_tiling(std::int64_t channels, bool vectorized);
+void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, const ScanParams& p,
                           cudaStream_t stream);
 
 }  // namespace prnn::scan
