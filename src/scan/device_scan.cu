@@ -5,7 +5,7 @@
 // Tiles:    a tile is W = V·TPR channels of one batch entry (a "lane block") × L steps. Thread
 //           (row, k) owns channels [k·V, k·V + V) — one vector load per step (V = 4 when
 //           C % 4 == 0 and the tensors are aligned, else 1) — and R consecutive steps; a warp
-//           holds 32/TPR rows, the CTA 8·32/TPR rows, so L = R·256/TPR.
+//           holds 32/TPR rows, the CTA 8·32/TPR rows, so L = R·256/TPR (R = 4 or 8).
 // Per tile: 1. load coefficients and inputs for R steps into registers (fp32);
 //           2. fold them into pairs (A, X) (the map h -> A·h + X), scan the pairs across rows
 //              (warp shuffles, then across warps through shared memory) -> exclusive prefixes;
@@ -48,9 +48,14 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kFanoutLog2 = 5;  // 32 children per lookback block
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
 
-// Steps per thread: fewer with vectors (each step is V channels of registers).
-template <int V>
-inline constexpr int kStepsPerThread = V == 4 ? 4 : 8;
+// Steps per thread. Longer tiles read fewer lookback records per element, but cost registers:
+// measured on an H200 (bench/scan/NOTES.md), 8 steps win for the forward pass with 4-channel
+// vectors and >= 2 threads per row; 4 steps elsewhere for vectors, 8 for scalars.
+template <Mode M, int V, int TPR>
+inline constexpr int kStepsPerThread = V == 1 ? 8 : (M == Mode::Forward && TPR >= 2 ? 8 : 4);
+template <Mode M, int V, int TPR>
+inline constexpr int kMinBlocks = (M == Mode::Forward && V == 4 && TPR >= 2) ? 2
+                                  : (M == Mode::Forward ? 3 : 2);
 
 // The affine map h -> a·h + x. compose(first, then) applies `first`, then `then`.
 struct Pair {
@@ -283,11 +288,11 @@ __device__ void load_tile(const ScanParams& p, const TileCoords& tc, TileData<M,
 }
 
 template <class T, Mode M, int V, int TPR>
-__global__ void __launch_bounds__(kThreads, M == Mode::Forward ? 3 : 2)
+__global__ void __launch_bounds__(kThreads, (kMinBlocks<M, V, TPR>))
     parallel_scan_kernel(ScanParams p) {
   constexpr int W = V * TPR;
   constexpr int kRowsPerWarp = 32 / TPR;
-  constexpr int R = kStepsPerThread<V>;
+  constexpr int R = kStepsPerThread<M, V, TPR>;
   constexpr int K = kChannelsPerWarp<W>;
 
   __shared__ Pair s_warp_total[kWarps][W];
@@ -493,13 +498,18 @@ const void* select_elem(Elem elem, int vector, int tpr) {
 
 }  // namespace
 
-ParallelTiling parallel_tiling(std::int64_t channels, bool vectorized) {
+ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized) {
   const int vector = vectorized ? 4 : 1;
   const int max_tpr = vectorized ? 8 : 32;
   const std::int64_t slots = (channels + vector - 1) / vector;
   int tpr = 1;
   while (tpr < max_tpr && tpr < slots) tpr *= 2;
-  const int steps = vectorized ? kStepsPerThread<4> : kStepsPerThread<1>;
+  int steps = 8;
+  if (vectorized) {
+    steps = mode == Mode::Forward ? (tpr >= 2 ? kStepsPerThread<Mode::Forward, 4, 2>
+                                              : kStepsPerThread<Mode::Forward, 4, 1>)
+                                  : kStepsPerThread<Mode::Backward, 4, 1>;
+  }
   return {vector, tpr, vector * tpr, kThreads / tpr * steps};
 }
 

@@ -178,17 +178,25 @@ struct LinearScan::Impl {
   ScanAlgo algo = ScanAlgo::Auto;
   std::string reason;
 #if PRNN_WITH_CUDA
-  // Parallel scan: one tiling for 4-channel vectors (C % 4 == 0, aligned tensors), one scalar;
-  // each call takes the vector one when its tensors allow. Both share the workspace's status
-  // word, tile counter and epoch, and have their own aggregate records.
-  scan::ParallelTiling tiling[2];
-  scan::ScanParams base[2];
+  // Parallel scan: per mode, one tiling for 4-channel vectors (C % 4 == 0, aligned tensors) and
+  // one scalar; each call takes the vector one when its tensors allow. All variants share the
+  // workspace (status word, tile counter, records): every launch has a fresh epoch, so records
+  // of an earlier launch, whatever its layout, never match.
+  struct Variant {
+    scan::ParallelTiling tiling;
+    scan::ScanParams base;
+  };
+  Variant variant[2][2];  // [mode][vectorized]
   DeviceBuffer workspace;
   unsigned epoch = 0;
   unsigned long long claimed = 0;  // tile ids handed out so far (the counter's value)
 
-  scan::ScanParams params(bool vectorized, const void* lengths_ptr) {
-    scan::ScanParams p = base[vectorized ? 1 : 0];
+  const Variant& pick(scan::Mode mode, bool vectorized) const {
+    return variant[static_cast<int>(mode)][vectorized ? 1 : 0];
+  }
+
+  scan::ScanParams params(scan::Mode mode, bool vectorized, const void* lengths_ptr) {
+    scan::ScanParams p = pick(mode, vectorized).base;
     p.lengths = static_cast<const std::int32_t*>(lengths_ptr);
     if (algo == ScanAlgo::Parallel) {
       if (++epoch == 0) {  // the tag wrapped: clear every record and the counter once
@@ -219,7 +227,7 @@ std::string LinearScan::can_implement(const ScanDesc& d, ScanAlgo algo) {
   if (d.dtype == DType::F64) return "the GPU scans take f32, f16 or bf16, got f64";
   if (algo == ScanAlgo::Parallel || algo == ScanAlgo::Auto) {
     for (bool vectorized : {false, true}) {
-      const auto tiling = scan::parallel_tiling(d.channels, vectorized);
+      const auto tiling = scan::parallel_tiling(scan::Mode::Backward, d.channels, vectorized);
       const std::int64_t tiles = (d.steps + tiling.tile_steps - 1) / tiling.tile_steps;
       if (tiles * d.batch * ((d.channels + tiling.lane_width - 1) / tiling.lane_width) > INT32_MAX)
         return fmt::format("parallel scan supports at most 2^31 tiles, got {} steps x {} lanes",
@@ -260,48 +268,49 @@ LinearScan::LinearScan(const ScanDesc& desc, ScanAlgo algo) : impl_(std::make_un
   p.stride_b = desc.layout == ScanLayout::TimeMajor ? desc.channels : desc.steps * desc.channels;
   p.timeout_ns = kLookbackTimeoutNs;
 
-  // Workspace: the status word and the tile counter, then per tiling and level the records.
-  std::size_t bytes = 256;
-  std::size_t agg_offset[2][scan::kMaxLevels] = {};
-  if (s.algo == ScanAlgo::Parallel) {
+  // Workspace: the status word and the tile counter, then the records of whichever variant
+  // runs (sized for the largest).
+  constexpr std::size_t kRecordsOffset = 256;
+  std::size_t records = 0;
+  for (scan::Mode mode : {scan::Mode::Forward, scan::Mode::Backward}) {
     for (int v = 0; v < 2; ++v) {
-      if (v == 1 && desc.channels % 4 != 0) {  // never vectorized: share the scalar tiling
-        s.tiling[1] = s.tiling[0];
-        s.base[1] = s.base[0];
-        std::copy(std::begin(agg_offset[0]), std::end(agg_offset[0]), std::begin(agg_offset[1]));
-        continue;
-      }
-      const scan::ParallelTiling t = scan::parallel_tiling(desc.channels, v == 1);
-      s.tiling[v] = t;
-      scan::ScanParams& q = s.base[v];
-      q = p;
-      q.lane_blocks_per_batch = static_cast<std::int32_t>((desc.channels + t.lane_width - 1) / t.lane_width);
+      Impl::Variant& var = s.variant[static_cast<int>(mode)][v];
+      var.base = p;
+      if (s.algo != ScanAlgo::Parallel) continue;
+      const bool vectorized = v == 1 && desc.channels % 4 == 0;
+      const scan::ParallelTiling t = scan::parallel_tiling(mode, desc.channels, vectorized);
+      var.tiling = t;
+      scan::ScanParams& q = var.base;
+      q.lane_blocks_per_batch =
+          static_cast<std::int32_t>((desc.channels + t.lane_width - 1) / t.lane_width);
       q.time_tiles = (desc.steps + t.tile_steps - 1) / t.tile_steps;
       q.num_tiles = q.time_tiles * desc.batch * q.lane_blocks_per_batch;
       const std::int64_t lane_blocks = desc.batch * q.lane_blocks_per_batch;
       q.levels = 1;
       while (q.levels < scan::kMaxLevels && (std::int64_t{1} << (5 * q.levels)) < q.time_tiles)
         ++q.levels;
+      std::size_t offset = 0;
       for (int l = 0; l < q.levels; ++l) {
         const std::int64_t per = std::max<std::int64_t>(1, q.time_tiles >> (5 * l));
         q.level_count[l] = per;
-        agg_offset[v][l] = bytes;
-        bytes += static_cast<std::size_t>(lane_blocks * per * t.lane_width) * 16;
-        bytes = (bytes + 255) / 256 * 256;
+        q.agg[l] = reinterpret_cast<float*>(offset);  // relative until the buffer exists
+        offset += static_cast<std::size_t>(lane_blocks * per * t.lane_width) * 16;
+        offset = (offset + 255) / 256 * 256;
       }
+      records = std::max(records, offset);
     }
-  } else {
-    s.base[0] = s.base[1] = p;
   }
-  s.workspace = DeviceBuffer(bytes);
-  PRNN_CUDA_CHECK(cudaMemset(s.workspace.data(), 0, bytes));
+  s.workspace = DeviceBuffer(kRecordsOffset + records);
+  PRNN_CUDA_CHECK(cudaMemset(s.workspace.data(), 0, s.workspace.bytes()));
   auto* ws = static_cast<unsigned char*>(s.workspace.data());
-  for (int v = 0; v < 2; ++v) {
-    scan::ScanParams& q = s.base[v];
-    q.status = reinterpret_cast<unsigned*>(ws);
-    q.tile_counter = reinterpret_cast<unsigned long long*>(ws + 8);
-    for (int l = 0; l < q.levels; ++l) {
-      q.agg[l] = reinterpret_cast<float*>(ws + agg_offset[v][l]);
+  for (auto& per_mode : s.variant) {
+    for (Impl::Variant& var : per_mode) {
+      scan::ScanParams& q = var.base;
+      q.status = reinterpret_cast<unsigned*>(ws);
+      q.tile_counter = reinterpret_cast<unsigned long long*>(ws + 8);
+      for (int l = 0; l < q.levels; ++l)
+        q.agg[l] = reinterpret_cast<float*>(ws + kRecordsOffset +
+                                            reinterpret_cast<std::uintptr_t>(q.agg[l]));
     }
   }
 #endif
@@ -329,7 +338,7 @@ void LinearScan::forward(const ScanForwardArgs& args, cudaStream_t stream) {
 #if PRNN_WITH_CUDA
   const bool vec = impl_->algo == ScanAlgo::Parallel &&
                    vectorizable(d, {args.a, args.x, args.h0, args.h, args.h_final});
-  scan::ScanParams p = impl_->params(vec, args.lengths);
+  scan::ScanParams p = impl_->params(scan::Mode::Forward, vec, args.lengths);
   p.a = args.a.data();
   p.u = args.x.data();
   p.init = args.h0.data();
@@ -337,8 +346,8 @@ void LinearScan::forward(const ScanForwardArgs& args, cudaStream_t stream) {
   p.final_out = args.h_final.data();
   if (impl_->algo == ScanAlgo::Serial)
     return scan::launch_serial_scan(scan::Mode::Forward, elem_of(d.dtype), p, stream);
-  scan::launch_parallel_scan(scan::Mode::Forward, elem_of(d.dtype), impl_->tiling[vec ? 1 : 0], p,
-                             stream);
+  scan::launch_parallel_scan(scan::Mode::Forward, elem_of(d.dtype),
+                             impl_->pick(scan::Mode::Forward, vec).tiling, p, stream);
 #else
   (void)stream;
 #endif
@@ -362,7 +371,7 @@ void LinearScan::backward(const ScanBackwardArgs& args, cudaStream_t stream) {
   const bool vec =
       impl_->algo == ScanAlgo::Parallel &&
       vectorizable(d, {args.a, args.h, args.h0, args.dh, args.dh_final, args.da, args.dx, args.dh0});
-  scan::ScanParams p = impl_->params(vec, args.lengths);
+  scan::ScanParams p = impl_->params(scan::Mode::Backward, vec, args.lengths);
   p.a = args.a.data();
   p.u = args.dh.data();
   p.h = args.h.data();
@@ -373,8 +382,8 @@ void LinearScan::backward(const ScanBackwardArgs& args, cudaStream_t stream) {
   p.final_out = args.dh0.data();
   if (impl_->algo == ScanAlgo::Serial)
     return scan::launch_serial_scan(scan::Mode::Backward, elem_of(d.dtype), p, stream);
-  scan::launch_parallel_scan(scan::Mode::Backward, elem_of(d.dtype), impl_->tiling[vec ? 1 : 0],
-                             p, stream);
+  scan::launch_parallel_scan(scan::Mode::Backward, elem_of(d.dtype),
+                             impl_->pick(scan::Mode::Backward, vec).tiling, p, stream);
 #else
   (void)stream;
 #endif
@@ -385,7 +394,7 @@ void LinearScan::check(cudaStream_t stream) {
 #if PRNN_WITH_CUDA
   PRNN_CUDA_CHECK(cudaStreamSynchronize(stream));
   unsigned status = 0;
-  unsigned* status_word = impl_->base[0].status;
+  unsigned* status_word = impl_->variant[0][0].base.status;
   PRNN_CUDA_CHECK(cudaMemcpy(&status, status_word, sizeof(status), cudaMemcpyDeviceToHost));
   if (status == 0) return;
   PRNN_CUDA_CHECK(cudaMemset(status_word, 0, sizeof(status)));

@@ -17,7 +17,7 @@ struct ParallelTiling {
   int lane_width = 0;       // W = V * TPR: channels per tile
   int tile_steps = 0;       // L: steps per tile
 };
-ParallelTiling parallel_tiling(std::int64_t channels, bool vectorized);
+ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized);
 void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, const ScanParams& p,
                           cudaStream_t stream);
 

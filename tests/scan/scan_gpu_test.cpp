@@ -22,6 +22,7 @@ struct GpuCase {
   bool lengths;
   DType dtype;
   ScanAlgo algo;
+  bool misalign = false;  // offset every tensor by one element: no 4-channel vectors
 };
 
 std::string name_of(const ::testing::TestParamInfo<GpuCase>& info) {
@@ -29,30 +30,40 @@ std::string name_of(const ::testing::TestParamInfo<GpuCase>& info) {
   return std::string(to_string(g.algo)) + "_" + to_string(g.dtype) + "_T" + std::to_string(g.T) +
          "_B" + std::to_string(g.B) + "_C" + std::to_string(g.C) +
          (g.layout == ScanLayout::TimeMajor ? "_tbc" : "_btc") +
-         (g.direction == ScanDirection::Forward ? "_fwd" : "_rev") + (g.lengths ? "_len" : "");
+         (g.direction == ScanDirection::Forward ? "_fwd" : "_rev") + (g.lengths ? "_len" : "") +
+         (g.misalign ? "_misaligned" : "");
+}
+
+// A device tensor, optionally starting one element into its allocation (misaligned).
+struct DevTensor {
+  DeviceBuffer buf;
+  std::size_t offset = 0;  // bytes
+  void* data() const { return static_cast<char*>(buf.data()) + offset; }
+};
+
+DevTensor poisoned(std::size_t n, DType dtype, bool misalign) {
+  DevTensor t{DeviceBuffer((n + 1) * size_of(dtype)), misalign ? size_of(dtype) : 0};
+  t.buf.fill_bytes(0xFF);
+  return t;
 }
 
 // Device copy of a double host vector in `dtype`.
-DeviceBuffer upload(const std::vector<double>& v, DType dtype) {
+DevTensor upload(const std::vector<double>& v, DType dtype, bool misalign) {
   std::vector<std::uint8_t> tmp(v.size() * size_of(dtype));
   convert(v.data(), DType::F64, tmp.data(), dtype, v.size());
-  DeviceBuffer buf(std::max<std::size_t>(tmp.size(), 1));
-  buf.copy_from_host(tmp.data(), tmp.size());
-  return buf;
+  DevTensor t = poisoned(v.size(), dtype, misalign);
+  std::vector<std::uint8_t> all(t.buf.bytes(), 0xFF);
+  std::copy(tmp.begin(), tmp.end(), all.begin() + static_cast<std::ptrdiff_t>(t.offset));
+  t.buf.copy_from_host(all.data(), all.size());
+  return t;
 }
 
-std::vector<double> download(const DeviceBuffer& buf, DType dtype, std::size_t n) {
-  std::vector<std::uint8_t> tmp(n * size_of(dtype));
-  buf.copy_to_host(tmp.data(), tmp.size());
+std::vector<double> download(const DevTensor& t, DType dtype, std::size_t n) {
+  std::vector<std::uint8_t> all(t.buf.bytes());
+  t.buf.copy_to_host(all.data(), all.size());
   std::vector<double> out(n);
-  convert(tmp.data(), dtype, out.data(), DType::F64, n);
+  convert(all.data() + t.offset, dtype, out.data(), DType::F64, n);
   return out;
-}
-
-DeviceBuffer poisoned(std::size_t n, DType dtype) {
-  DeviceBuffer buf(std::max<std::size_t>(n * size_of(dtype), 1));
-  buf.fill_bytes(0xFF);
-  return buf;
 }
 
 class ScanGpu : public ::testing::TestWithParam<GpuCase> {};
@@ -72,8 +83,10 @@ TEST_P(ScanGpu, MatchesReference) {
 
   LinearScan scan(sc.desc, g.algo);
   ASSERT_EQ(scan.algo(), g.algo);
-  DeviceBuffer a = upload(s.a, g.dtype), x = upload(s.x, g.dtype), h0 = upload(s.h0, g.dtype);
-  DeviceBuffer h = poisoned(n, g.dtype), hf = poisoned(ns, g.dtype);
+  const bool mis = g.misalign;
+  DevTensor a = upload(s.a, g.dtype, mis), x = upload(s.x, g.dtype, mis);
+  DevTensor h0 = upload(s.h0, g.dtype, mis);
+  DevTensor h = poisoned(n, g.dtype, mis), hf = poisoned(ns, g.dtype, mis);
   DeviceBuffer lengths(std::max<std::size_t>(s.lengths.size() * 4, 4));
   if (g.lengths) lengths.copy_from_host(s.lengths.data(), s.lengths.size() * 4);
 
@@ -96,9 +109,10 @@ TEST_P(ScanGpu, MatchesReference) {
   EXPECT_EQ(h_first, h_got) << "two runs differ: the scan must be deterministic";
 
   // Backward reads the reference h (rounded to dtype), so it is tested on its own.
-  DeviceBuffer href = upload(s.h, g.dtype), dh = upload(s.dh, g.dtype);
-  DeviceBuffer dhf = upload(s.dh_final, g.dtype);
-  DeviceBuffer da = poisoned(n, g.dtype), dx = poisoned(n, g.dtype), dh0 = poisoned(ns, g.dtype);
+  DevTensor href = upload(s.h, g.dtype, mis), dh = upload(s.dh, g.dtype, mis);
+  DevTensor dhf = upload(s.dh_final, g.dtype, mis);
+  DevTensor da = poisoned(n, g.dtype, mis), dx = poisoned(n, g.dtype, mis);
+  DevTensor dh0 = poisoned(ns, g.dtype, mis);
   ScanBackwardArgs bw;
   bw.a = f.a;
   bw.h = TensorView(href.data(), g.dtype, seq, dev);
@@ -134,7 +148,19 @@ std::vector<GpuCase> cases() {
       v.push_back({2049, 2, 130, btc, rev, true, dt, algo});
     }
   }
-  // multi-level lookback: 2 levels (C=1: 4096 steps per tile) and 3 levels (C=33: 128 steps)
+  // 4-channel vectors (C % 4 == 0): every threads-per-row class, lengths, reverse, 16-bit, and the
+  // same shapes misaligned (scalar fallback)
+  for (std::int64_t C : {4, 8, 16, 32, 64, 128, 256})
+    v.push_back({333, 2, C, tbc, fwd, false, DType::F32, ScanAlgo::Parallel});
+  v.push_back({1000, 2, 128, btc, rev, true, DType::F32, ScanAlgo::Parallel});
+  v.push_back({4099, 3, 4, tbc, rev, true, DType::F32, ScanAlgo::Parallel});
+  v.push_back({2049, 2, 64, tbc, fwd, true, DType::BF16, ScanAlgo::Parallel});
+  v.push_back({2049, 2, 8, btc, rev, false, DType::F16, ScanAlgo::Parallel});
+  v.push_back({1000, 2, 128, btc, rev, true, DType::F32, ScanAlgo::Parallel, true});
+  v.push_back({333, 3, 4, tbc, fwd, false, DType::BF16, ScanAlgo::Parallel, true});
+  // multi-level lookback: 2 levels (C=1: 2048 steps per tile), 3 levels (C=33: 64 steps;
+  // C=32 vectorized: 256 steps forward, 128 backward)
+  v.push_back({300007, 1, 32, btc, fwd, true, DType::F32, ScanAlgo::Parallel});
   v.push_back({(1 << 20) + 3, 1, 1, tbc, fwd, false, DType::F32, ScanAlgo::Parallel});
   v.push_back({200003, 1, 33, tbc, rev, false, DType::F32, ScanAlgo::Parallel});
   v.push_back({150001, 2, 4, btc, fwd, true, DType::F32, ScanAlgo::Parallel});
