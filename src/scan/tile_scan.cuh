@@ -1,0 +1,403 @@
+// The tile machinery of the parallel linear recurrence, shared by every kernel that scans
+// h_t = a_t ⊙ h_{t-1} + x_t over time: the plain scan (device_scan.cu) and the layers whose gate
+// math is fused into the scan (layers/). A kernel supplies an Op that says how a step's
+// coefficient and input are loaded (and computed: gates) and how a step's state is written
+// (epilogue); tile_scan() does the rest.
+//
+// Geometry (ScanParams): a lane is (b, c), c < C; a lane's logical step q maps to a physical step
+// t(q) (forward or reversed, lengths; scan_params.h). A tile is W = V·TPR channels of one batch
+// entry (a lane block) × L = R·256/TPR steps. Thread (row, k) owns channels [k·V, k·V + V) and R
+// consecutive steps.
+// Per tile: claim (a counter: tiles are claimed in order, so every tile waited on is already
+// running), load R steps through Op::load, fold into pairs (A, X) and scan them across rows
+// (shuffles, then shared memory), publish the tile's aggregate (and that of every block of 32,
+// 32², ... tiles it closes) as 16-byte records tagged with the launch's epoch, fold the records of
+// everything before the tile — fixed order, fixed tree: deterministic — into the carry, rescan
+// from registers and write through Op::store.
+//
+// An Op provides (V = channels per thread):
+//   using Args;                                    // its tensors (POD)
+//   static constexpr Mode kMode;                   // Backward: q runs against the forward order
+//   template <int V> struct Step;                  // registers kept from load to store
+//   template <int V> static void load(p, args, lane, Pos, coef[V], in[V], Step<V>&);
+//   template <int V> static void store(p, args, lane, Pos, const state[V], const Step<V>&);
+//   template <int V> static void store_padding(p, args, lane, t);      // t in [len, T)
+//   template <int V> static void store_final(p, args, lane, const state[V]);  // after step len-1
+//   static float init(p, args, b, c);              // state before the first step
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "scan/elem.cuh"
+#include "scan/scan_params.h"
+
+namespace prnn::scan {
+
+inline constexpr int kTileThreads = 256;
+inline constexpr int kTileWarps = kTileThreads / 32;
+inline constexpr int kFanoutLog2 = 5;  // 32 children per lookback block
+inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
+
+// The affine map h -> a·h + x. compose(first, then) applies `first`, then `then`.
+struct Pair {
+  float a, x;
+};
+__device__ __forceinline__ Pair compose(Pair first, Pair then) {
+  return {then.a * first.a, fmaf(then.a, first.x, then.x)};
+}
+
+__device__ __forceinline__ std::uint64_t global_ns() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + __expf(-x)); }
+
+// ---- vector element access: V consecutive channels, fp32 in registers ------------------------
+
+template <class T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
+template <class T, int V>
+__device__ __forceinline__ void load_vec(const T* p, float (&out)[V]) {
+  if constexpr (V == 1) {
+    out[0] = load_elem(p, 0);
+  } else {
+    const Vec<T, V> raw = *reinterpret_cast<const Vec<T, V>*>(p);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      if constexpr (std::is_same_v<T, float>) out[i] = raw.v[i];
+      else if constexpr (std::is_same_v<T, __half>) out[i] = __half2float(raw.v[i]);
+      else out[i] = __bfloat162float(raw.v[i]);
+    }
+  }
+}
+
+template <class T, int V>
+__device__ __forceinline__ void store_vec(T* p, const float (&in)[V]) {
+  if constexpr (V == 1) {
+    store_elem(p, 0, in[0]);
+  } else {
+    Vec<T, V> raw;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      if constexpr (std::is_same_v<T, float>) raw.v[i] = in[i];
+      else if constexpr (std::is_same_v<T, __half>) raw.v[i] = __float2half_rn(in[i]);
+      else raw.v[i] = __float2bfloat16_rn(in[i]);
+    }
+    *reinterpret_cast<Vec<T, V>*>(p) = raw;
+  }
+}
+
+// ---- lookback records --------------------------------------------------------------------------
+
+// A published aggregate: the pair (A, X) of one channel with the launch's epoch as its tag, in
+// one aligned 16-byte record written by a single vector store and read by a single vector load
+// (the same single-transaction assumption CUB's tile descriptors make), so a reader that sees the
+// tag sees the pair: no separate flag, no fence.
+__device__ __forceinline__ void store_record(float4* slot, Pair v, unsigned epoch) {
+  __stcg(slot, make_float4(v.a, v.x, __uint_as_float(epoch), 0.0f));
+}
+__device__ __forceinline__ bool tagged(const float4& r, unsigned epoch) {
+  return __float_as_uint(r.z) == epoch;
+}
+
+// Channels per warp when the 8 warps of a CTA share the W channels of a lane block.
+template <int W>
+inline constexpr int kChannelsPerWarp = (W + kTileWarps - 1) / kTileWarps;
+
+// Whole CTA: fold records [first, first + n) (n <= 32) of one level, in order, for every channel.
+// Warp v owns channels v, v + 8, ...; lane i loads item i, so a level costs one round trip to L2;
+// the items are then combined by a fixed tree over the lanes (deterministic for every n).
+// On return lane 0 of each warp holds the fold of its k-th channel in out[k].
+template <int W>
+__device__ void fold_items(const ScanParams& p, int level, std::int64_t lane_block,
+                           std::int64_t first, int n, Pair (&out)[kChannelsPerWarp<W>]) {
+  constexpr int K = kChannelsPerWarp<W>;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const float4* rec = reinterpret_cast<const float4*>(p.agg[level]) +
+                      (lane_block * p.level_count[level] + first) * W;
+  float4 v[K];
+  bool ready = true;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int ch = warp + kTileWarps * k;
+    v[k] = make_float4(1.0f, 0.0f, __uint_as_float(p.epoch), 0.0f);
+    if (ch < W && lane < n) {
+      v[k] = __ldcg(rec + static_cast<std::int64_t>(lane) * W + ch);
+      ready = ready && tagged(v[k], p.epoch);
+    }
+  }
+  std::uint64_t start = 0;
+  while (!__all_sync(kFullMask, ready)) {
+    const std::uint64_t now = global_ns();
+    if (start == 0) {
+      start = now;
+    } else if (now - start > p.timeout_ns) {
+      if (lane == 0) atomicOr(p.status, kStatusTimeout);
+      break;
+    }
+    ready = true;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int ch = warp + kTileWarps * k;
+      if (ch < W && lane < n && !tagged(v[k], p.epoch)) {
+        v[k] = __ldcg(rec + static_cast<std::int64_t>(lane) * W + ch);
+        ready = ready && tagged(v[k], p.epoch);
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    Pair acc{v[k].x, v[k].y};
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+      const float oa = __shfl_down_sync(kFullMask, acc.a, d);
+      const float ox = __shfl_down_sync(kFullMask, acc.x, d);
+      if ((lane & (2 * d - 1)) == 0) acc = compose(acc, Pair{oa, ox});
+    }
+    out[k] = acc;
+  }
+}
+
+// ---- tiles -------------------------------------------------------------------------------------
+
+// The thread's lane within its tile: batch entry, first channel, sequence length.
+struct Lane {
+  std::int32_t b = 0;
+  std::int32_t c = 0;              // first of the thread's V channels
+  std::int64_t len = 0;            // valid steps of this sequence
+  std::int64_t base = 0;           // b * stride_b + c: element offset of (t = 0, b, c)
+  std::int64_t state_index = 0;    // b * C + c
+  bool ok = false;                 // the thread's channels exist
+};
+
+// Where a step is: logical step q, physical step t, and `at` = lane.base + t·stride_t, the
+// element offset of (t, b, c) in tensors laid out like the scan's own.
+struct Pos {
+  std::int64_t q, t, at;
+};
+
+struct TileCoords {
+  std::int64_t j = 0;               // time tile
+  std::int64_t lane_block = 0;
+  std::int32_t channel0 = 0;        // first channel of the lane block
+  std::int64_t q0 = 0;              // first logical step of this thread
+  Lane lane;
+};
+
+template <int V, int TPR, int R>
+__device__ TileCoords tile_coords(const ScanParams& p, std::int64_t tile, int k, int row) {
+  constexpr int W = V * TPR;
+  constexpr std::int64_t L = static_cast<std::int64_t>(kTileThreads / TPR) * R;
+  // 32-bit division: the host guarantees fewer than 2^31 tiles.
+  const auto t32 = static_cast<std::uint32_t>(tile);
+  const auto lpb = static_cast<std::uint32_t>(p.lane_blocks_per_batch);
+  const auto lane_blocks = static_cast<std::uint32_t>(p.batch) * lpb;
+  TileCoords tc;
+  const std::uint32_t j = t32 / lane_blocks;
+  const std::uint32_t lb = t32 - j * lane_blocks;
+  const std::uint32_t b = lb / lpb;
+  tc.j = j;
+  tc.lane_block = lb;
+  tc.channel0 = static_cast<std::int32_t>(lb - b * lpb) * W;
+  Lane& ln = tc.lane;
+  ln.b = static_cast<std::int32_t>(b);
+  ln.c = tc.channel0 + k * V;
+  ln.ok = ln.c < p.channels;
+  ln.len = p.steps;
+  if (p.lengths != nullptr) {
+    ln.len = p.lengths[b];
+    if (ln.len < 0 || ln.len > p.steps) {
+      if (j == 0 && threadIdx.x == 0) atomicOr(p.status, kStatusBadLength);
+      ln.len = ln.len < 0 ? 0 : p.steps;
+    }
+  }
+  ln.base = static_cast<std::int64_t>(b) * p.stride_b + ln.c;
+  ln.state_index = static_cast<std::int64_t>(b) * p.channels + ln.c;
+  tc.q0 = static_cast<std::int64_t>(j) * L + static_cast<std::int64_t>(row) * R;
+  return tc;
+}
+
+// Physical direction of increasing q: the recurrence's own direction in a forward op, the
+// opposite in a backward op.
+template <Mode M>
+__device__ __forceinline__ std::int64_t scan_dir(const ScanParams& p) {
+  const std::int64_t fdir = p.reverse ? -1 : 1;
+  return M == Mode::Forward ? fdir : -fdir;
+}
+
+// One tile of the scan (the body of every tile-scan kernel; 256 threads).
+template <class Op, int V, int TPR, int R>
+__device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op::Args& args) {
+  constexpr int W = V * TPR;
+  constexpr int kRowsPerWarp = 32 / TPR;
+  constexpr int K = kChannelsPerWarp<W>;
+  using Step = typename Op::template Step<V>;
+
+  __shared__ Pair s_warp_total[kTileWarps][W];
+  __shared__ float s_carry[W];
+  __shared__ std::int64_t s_tile;
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int k = lane % TPR;  // vector slot in the row
+  const int row = warp * kRowsPerWarp + lane / TPR;
+  const std::int64_t dir = scan_dir<Op::kMode>(p);
+
+  if (threadIdx.x == 0)
+    s_tile = static_cast<std::int64_t>(atomicAdd(p.tile_counter, 1ull) - p.tile_base);
+  __syncthreads();
+  const TileCoords tc = tile_coords<V, TPR, R>(p, s_tile, k, row);
+  const Lane& ln = tc.lane;
+  const std::int64_t t0 = dir > 0 ? tc.q0 : ln.len - 1 - tc.q0;  // physical step of q0
+  const std::int64_t at0 = ln.base + t0 * p.stride_t;
+  const std::int64_t step_at = dir * p.stride_t;
+  auto pos = [&](int r) { return Pos{tc.q0 + r, t0 + dir * r, at0 + r * step_at}; };
+
+  // 1. Load R steps; padding and out-of-range steps are the identity (1, 0).
+  float coef[R][V], in[R][V];
+  Step step[R];
+  if (ln.ok && tc.q0 + R <= ln.len) {  // every step valid
+#pragma unroll
+    for (int r = 0; r < R; ++r) Op::template load<V>(p, args, ln, pos(r), coef[r], in[r], step[r]);
+  } else {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        coef[r][i] = 1.0f;
+        in[r][i] = 0.0f;
+      }
+      if (ln.ok && tc.q0 + r < ln.len)
+        Op::template load<V>(p, args, ln, pos(r), coef[r], in[r], step[r]);
+    }
+  }
+
+  // 2. Thread fold, then scan across rows: within the warp (stride TPR), then across warps.
+  Pair inc[V], excl[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    inc[i] = Pair{1.0f, 0.0f};
+#pragma unroll
+    for (int r = 0; r < R; ++r) inc[i] = compose(inc[i], Pair{coef[r][i], in[r][i]});
+#pragma unroll
+    for (int d = TPR; d < 32; d *= 2) {
+      const float pa = __shfl_up_sync(kFullMask, inc[i].a, d);
+      const float px = __shfl_up_sync(kFullMask, inc[i].x, d);
+      if (lane >= d) inc[i] = compose(Pair{pa, px}, inc[i]);
+    }
+    excl[i] = Pair{__shfl_up_sync(kFullMask, inc[i].a, TPR),
+                   __shfl_up_sync(kFullMask, inc[i].x, TPR)};
+    if (lane < TPR) excl[i] = Pair{1.0f, 0.0f};
+    if (lane >= 32 - TPR) s_warp_total[warp][k * V + i] = inc[i];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    Pair before{1.0f, 0.0f};
+    for (int wv = 0; wv < warp; ++wv) before = compose(before, s_warp_total[wv][k * V + i]);
+    excl[i] = compose(before, excl[i]);
+  }
+
+  // 3. Publish the tile's aggregate, and those of the blocks of 32 (of 32, ...) it closes;
+  //    then fold everything before the tile into the carry, one level per L2 round trip.
+  for (int ch = threadIdx.x; ch < W; ch += kTileThreads) {
+    Pair tile_total{1.0f, 0.0f};
+#pragma unroll
+    for (int wv = 0; wv < kTileWarps; ++wv) tile_total = compose(tile_total, s_warp_total[wv][ch]);
+    store_record(reinterpret_cast<float4*>(p.agg[0]) +
+                     (tc.lane_block * p.level_count[0] + tc.j) * W + ch,
+                 tile_total, p.epoch);
+  }
+  Pair folded[K];
+  std::int64_t index = tc.j;  // index at level (level - 1)
+  for (int level = 1; level < p.levels && (index & 31) == 31; ++level) {
+    fold_items<W>(p, level - 1, tc.lane_block, index - 31, 32, folded);
+    index >>= kFanoutLog2;
+    if (lane == 0) {
+#pragma unroll
+      for (int kk = 0; kk < K; ++kk) {
+        const int ch = warp + kTileWarps * kk;
+        if (ch < W)
+          store_record(reinterpret_cast<float4*>(p.agg[level]) +
+                           (tc.lane_block * p.level_count[level] + index) * W + ch,
+                       folded[kk], p.epoch);
+      }
+    }
+  }
+  float carry[K];  // lane 0 of each warp: the state entering this tile, per owned channel
+#pragma unroll
+  for (int kk = 0; kk < K; ++kk) {
+    const int ch = warp + kTileWarps * kk;
+    carry[kk] = 0.0f;
+    if (ch < W && tc.channel0 + ch < p.channels)
+      carry[kk] = Op::init(p, args, ln.b, tc.channel0 + ch);
+  }
+  for (int level = p.levels - 1; level >= 0; --level) {
+    const std::int64_t at = tc.j >> (kFanoutLog2 * level);
+    const std::int64_t first = (at >> kFanoutLog2) << kFanoutLog2;
+    const int n = static_cast<int>(at - first);
+    if (n == 0) continue;
+    fold_items<W>(p, level, tc.lane_block, first, n, folded);
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) carry[kk] = fmaf(folded[kk].a, carry[kk], folded[kk].x);
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) {
+      const int ch = warp + kTileWarps * kk;
+      if (ch < W) s_carry[ch] = carry[kk];
+    }
+  }
+  __syncthreads();
+
+  // 4. Rescan from registers with the carry-in and write.
+  if (!ln.ok) return;
+  float state[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) state[i] = fmaf(excl[i].a, s_carry[k * V + i], excl[i].x);
+  if (tc.j == 0 && row == 0 && ln.len == 0) Op::template store_final<V>(p, args, ln, state);
+  if (tc.q0 + R < ln.len) {  // every step valid, none the last
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) state[i] = fmaf(coef[r][i], state[i], in[r][i]);
+      Op::template store<V>(p, args, ln, pos(r), state, step[r]);
+    }
+    return;
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const std::int64_t q = tc.q0 + r;
+    if (q < ln.len) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) state[i] = fmaf(coef[r][i], state[i], in[r][i]);
+      Op::template store<V>(p, args, ln, pos(r), state, step[r]);
+      if (q == ln.len - 1) Op::template store_final<V>(p, args, ln, state);
+    } else if (q < p.steps) {
+      Op::template store_padding<V>(p, args, ln, q);
+    }
+  }
+}
+
+// ---- tiling ------------------------------------------------------------------------------------
+
+// Steps per thread. Longer tiles read fewer lookback records per element, but cost registers:
+// measured on an H200 (bench/scan/NOTES.md), 8 steps win for the forward pass with 4-channel
+// vectors and >= 2 threads per row; 4 steps elsewhere for vectors, 8 for scalars.
+template <Mode M, int V, int TPR>
+inline constexpr int kStepsPerThread = V == 1 ? 8 : (M == Mode::Forward && TPR >= 2 ? 8 : 4);
+template <Mode M, int V, int TPR>
+inline constexpr int kMinBlocks = (M == Mode::Forward && V == 4 && TPR >= 2) ? 2
+                                  : (M == Mode::Forward ? 3 : 2);
+
+}  // namespace prnn::scan
