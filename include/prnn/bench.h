@@ -6,6 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
+
+#include "prnn/dtype.h"
+#include "prnn/rnn.h"
 
 namespace prnn {
 
@@ -28,5 +32,22 @@ struct ScanBenchOptions {
 
 // Requires a GPU; throws Unsupported without one.
 void run_scan_bench(const ScanBenchOptions& options, const BenchSink& sink);
+
+// cuDNN's RNN (one layer, unidirectional) over cells × dtypes × hidden × batch × steps, each with
+// the standard, persist_static and persist_dynamic algorithms (impl cudnn-<algo>, suite rnn):
+// fwd_us_per_step, fwdbwd_us_per_step, fwd_tflops; a combination cuDNN does not support gives one
+// row with metric status, value 0, unit not_supported.
+struct CudnnRnnBenchOptions {
+  std::vector<Cell> cells{Cell::ReLU, Cell::GRU, Cell::LSTM};  // any of relu, tanh, gru, lstm
+  std::vector<DType> dtypes{DType::F32};  // f32; f16/bf16 data always with fp32 math
+  std::vector<std::int64_t> hidden{1152};
+  std::vector<std::int64_t> batch{4};
+  std::vector<std::int64_t> steps{256};
+  std::int64_t input_size = 0;  // 0: same as hidden
+  int repeats = 10;             // timed runs per measurement (median reported)
+};
+
+// Requires a GPU; throws Unsupported without one.
+void run_cudnn_rnn_bench(const CudnnRnnBenchOptions& options, const BenchSink& sink);
 
 }  // namespace prnn

@@ -6,4 +6,7 @@ namespace prnn {
 void run_scan_bench(const ScanBenchOptions&, const BenchSink&) {
   throw Unsupported("prnn bench scan", "prnn was built without CUDA (PRNN_CUDA=OFF)");
 }
+void run_cudnn_rnn_bench(const CudnnRnnBenchOptions&, const BenchSink&) {
+  throw Unsupported("prnn bench cudnn-rnn", "prnn was built without CUDA (PRNN_CUDA=OFF)");
+}
 }  // namespace prnn

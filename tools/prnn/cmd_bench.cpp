@@ -8,11 +8,14 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "prnn/bench.h"
 #include "prnn/device.h"
 #include "prnn/error.h"
+#include "prnn/log.h"
 
 namespace prnn::cli {
 namespace {
@@ -70,6 +73,49 @@ void add_bench_command(CLI::App& app, const std::string& command_line) {
     ScanBenchOptions o = *opts;
     if (*quick) o.max_elements = std::min<std::int64_t>(o.max_elements, 1 << 24);
     run_with_csv(*common, [&](const BenchSink& sink) { run_scan_bench(o, sink); });
+  });
+
+  auto rnn_opts = std::make_shared<CudnnRnnBenchOptions>();
+  struct RnnNames {
+    std::vector<std::string> cells{"relu", "gru", "lstm"}, dtypes{"f32"};
+    bool verbose = false;
+  };
+  auto rnn_names = std::make_shared<RnnNames>();
+  auto* cudnn = bench->add_subcommand(
+      "cudnn-rnn", "cuDNN RNN baseline: standard / persist_static / persist_dynamic, fwd, fwd+bwd");
+  cudnn->add_option("--cells", rnn_names->cells, "Cells, comma-separated: relu,tanh,gru,lstm")
+      ->delimiter(',')
+      ->capture_default_str();
+  cudnn->add_option("--dtypes", rnn_names->dtypes, "Data types: f32,f16,bf16 (fp32 math)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cudnn->add_option("--hidden", rnn_opts->hidden, "Hidden sizes, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cudnn->add_option("--batch", rnn_opts->batch, "Batch sizes, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cudnn->add_option("--steps", rnn_opts->steps, "Sequence lengths, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cudnn->add_option("--input-size", rnn_opts->input_size, "Input size (0: same as hidden)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cudnn->add_option("--repeats", rnn_opts->repeats, "Timed runs per measurement")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cudnn->add_flag("--verbose", rnn_names->verbose, "Log why cuDNN rejects a combination");
+  cudnn->callback([common, rnn_opts, rnn_names] {
+    CudnnRnnBenchOptions o = *rnn_opts;
+    o.cells.clear();
+    for (const std::string& name : rnn_names->cells) o.cells.push_back(parse_cell(name));
+    o.dtypes.clear();
+    for (const std::string& name : rnn_names->dtypes) o.dtypes.push_back(parse_dtype(name));
+    if (rnn_names->verbose) set_log_level(LogLevel::Info);
+    run_with_csv(*common, [&](const BenchSink& sink) { run_cudnn_rnn_bench(o, sink); });
   });
 }
 
