@@ -12,7 +12,7 @@ while [ $# -ge 2 ]; do
   dir=/tmp/lab-$name
   rm -rf "$dir" && mkdir -p "$dir"
   (cd "$root" && git ls-files -co --exclude-standard | tar -cf - -T -) | tar -xf - -C "$dir"
-  [ -n "$expr" ] && sed -i -E "$expr" "$dir/src/scan/device_scan.cu"
+  [ -n "$expr" ] && sed -i -E "$expr" "$dir/src/scan/device_scan.cu" "$dir/src/scan/tile_scan.cuh"
   (cd "$dir" && cmake --preset gpu >/dev/null && cmake --build --preset gpu -j 16 --target prnn_cli >/dev/null) &
   variants+=("$name")
 done

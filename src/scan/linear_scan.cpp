@@ -173,6 +173,51 @@ scan::Elem elem_of(DType t) {
 
 }  // namespace
 
+#if PRNN_WITH_CUDA
+namespace scan {
+
+std::size_t plan_parallel_scan(const ParallelTiling& tiling, ScanParams& p) {
+  p.lane_blocks_per_batch =
+      static_cast<std::int32_t>((p.channels + tiling.lane_width - 1) / tiling.lane_width);
+  p.time_tiles = (p.steps + tiling.tile_steps - 1) / tiling.tile_steps;
+  p.num_tiles = p.time_tiles * p.batch * p.lane_blocks_per_batch;
+  p.levels = 1;
+  while (p.levels < kMaxLevels && (std::int64_t{1} << (5 * p.levels)) < p.time_tiles) ++p.levels;
+  const std::int64_t lane_blocks = std::int64_t{p.batch} * p.lane_blocks_per_batch;
+  std::size_t offset = kScanRecordsOffset;
+  for (int l = 0; l < p.levels; ++l) {
+    p.level_count[l] = std::max<std::int64_t>(1, p.time_tiles >> (5 * l));
+    offset += static_cast<std::size_t>(lane_blocks * p.level_count[l] * tiling.lane_width) * 16;
+    offset = (offset + 255) / 256 * 256;
+  }
+  return offset;
+}
+
+void init_parallel_scan_workspace(void* workspace, std::size_t bytes) {
+  PRNN_CUDA_CHECK(cudaMemset(workspace, 0, bytes));
+  const unsigned first_epoch = 1;
+  PRNN_CUDA_CHECK(cudaMemcpy(static_cast<unsigned char*>(workspace) + 4, &first_epoch,
+                             sizeof(first_epoch), cudaMemcpyHostToDevice));
+}
+
+void bind_parallel_scan(const ParallelTiling& tiling, void* workspace, ScanParams& p) {
+  auto* ws = static_cast<unsigned char*>(workspace);
+  p.status = reinterpret_cast<unsigned*>(ws);
+  p.epoch = reinterpret_cast<unsigned*>(ws + 4);
+  p.tile_counter = reinterpret_cast<unsigned*>(ws + 8);
+  p.done_counter = reinterpret_cast<unsigned*>(ws + 12);
+  const std::int64_t lane_blocks = std::int64_t{p.batch} * p.lane_blocks_per_batch;
+  std::size_t offset = kScanRecordsOffset;
+  for (int l = 0; l < p.levels; ++l) {
+    p.agg[l] = reinterpret_cast<float*>(ws + offset);
+    offset += static_cast<std::size_t>(lane_blocks * p.level_count[l] * tiling.lane_width) * 16;
+    offset = (offset + 255) / 256 * 256;
+  }
+}
+
+}  // namespace scan
+#endif
+
 struct LinearScan::Impl {
   ScanDesc desc;
   ScanAlgo algo = ScanAlgo::Auto;
@@ -188,8 +233,6 @@ struct LinearScan::Impl {
   };
   Variant variant[2][2];  // [mode][vectorized]
   DeviceBuffer workspace;
-  unsigned epoch = 0;
-  unsigned long long claimed = 0;  // tile ids handed out so far (the counter's value)
 
   const Variant& pick(scan::Mode mode, bool vectorized) const {
     return variant[static_cast<int>(mode)][vectorized ? 1 : 0];
@@ -198,16 +241,6 @@ struct LinearScan::Impl {
   scan::ScanParams params(scan::Mode mode, bool vectorized, const void* lengths_ptr) {
     scan::ScanParams p = pick(mode, vectorized).base;
     p.lengths = static_cast<const std::int32_t*>(lengths_ptr);
-    if (algo == ScanAlgo::Parallel) {
-      if (++epoch == 0) {  // the tag wrapped: clear every record and the counter once
-        PRNN_CUDA_CHECK(cudaMemset(workspace.data(), 0, workspace.bytes()));
-        epoch = 1;
-        claimed = 0;
-      }
-      p.epoch = epoch;
-      p.tile_base = claimed;
-      claimed += static_cast<unsigned long long>(p.num_tiles);
-    }
     return p;
   }
 #endif
@@ -268,51 +301,23 @@ LinearScan::LinearScan(const ScanDesc& desc, ScanAlgo algo) : impl_(std::make_un
   p.stride_b = desc.layout == ScanLayout::TimeMajor ? desc.channels : desc.steps * desc.channels;
   p.timeout_ns = kLookbackTimeoutNs;
 
-  // Workspace: the status word and the tile counter, then the records of whichever variant
-  // runs (sized for the largest).
-  constexpr std::size_t kRecordsOffset = 256;
-  std::size_t records = 0;
+  // Workspace: the launch state, then the records of whichever variant runs (sized for the
+  // largest; every launch has a fresh epoch, so variants can share it).
+  std::size_t bytes = scan::kScanRecordsOffset;
   for (scan::Mode mode : {scan::Mode::Forward, scan::Mode::Backward}) {
     for (int v = 0; v < 2; ++v) {
       Impl::Variant& var = s.variant[static_cast<int>(mode)][v];
       var.base = p;
       if (s.algo != ScanAlgo::Parallel) continue;
-      const bool vectorized = v == 1 && desc.channels % 4 == 0;
-      const scan::ParallelTiling t = scan::parallel_tiling(mode, desc.channels, vectorized);
-      var.tiling = t;
-      scan::ScanParams& q = var.base;
-      q.lane_blocks_per_batch =
-          static_cast<std::int32_t>((desc.channels + t.lane_width - 1) / t.lane_width);
-      q.time_tiles = (desc.steps + t.tile_steps - 1) / t.tile_steps;
-      q.num_tiles = q.time_tiles * desc.batch * q.lane_blocks_per_batch;
-      const std::int64_t lane_blocks = desc.batch * q.lane_blocks_per_batch;
-      q.levels = 1;
-      while (q.levels < scan::kMaxLevels && (std::int64_t{1} << (5 * q.levels)) < q.time_tiles)
-        ++q.levels;
-      std::size_t offset = 0;
-      for (int l = 0; l < q.levels; ++l) {
-        const std::int64_t per = std::max<std::int64_t>(1, q.time_tiles >> (5 * l));
-        q.level_count[l] = per;
-        q.agg[l] = reinterpret_cast<float*>(offset);  // relative until the buffer exists
-        offset += static_cast<std::size_t>(lane_blocks * per * t.lane_width) * 16;
-        offset = (offset + 255) / 256 * 256;
-      }
-      records = std::max(records, offset);
+      var.tiling = scan::parallel_tiling(mode, desc.channels, v == 1 && desc.channels % 4 == 0);
+      bytes = std::max(bytes, scan::plan_parallel_scan(var.tiling, var.base));
     }
   }
-  s.workspace = DeviceBuffer(kRecordsOffset + records);
-  PRNN_CUDA_CHECK(cudaMemset(s.workspace.data(), 0, s.workspace.bytes()));
-  auto* ws = static_cast<unsigned char*>(s.workspace.data());
-  for (auto& per_mode : s.variant) {
-    for (Impl::Variant& var : per_mode) {
-      scan::ScanParams& q = var.base;
-      q.status = reinterpret_cast<unsigned*>(ws);
-      q.tile_counter = reinterpret_cast<unsigned long long*>(ws + 8);
-      for (int l = 0; l < q.levels; ++l)
-        q.agg[l] = reinterpret_cast<float*>(ws + kRecordsOffset +
-                                            reinterpret_cast<std::uintptr_t>(q.agg[l]));
-    }
-  }
+  s.workspace = DeviceBuffer(bytes);
+  scan::init_parallel_scan_workspace(s.workspace.data(), bytes);
+  for (auto& per_mode : s.variant)
+    for (Impl::Variant& var : per_mode)
+      scan::bind_parallel_scan(var.tiling, s.workspace.data(), var.base);
 #endif
 }
 

@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 #include "scan/scan_params.h"
 
 namespace prnn::scan {
@@ -20,5 +22,21 @@ struct ParallelTiling {
 ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized);
 void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, const ScanParams& p,
                           cudaStream_t stream);
+
+// ---- the parallel scan's workspace, shared by every tile-scan kernel (linear_scan.cpp) ---------
+// Layout: status word (byte 0), epoch (4), tile counter (8), done counter (12), then the lookback
+// records from kScanRecordsOffset on. The kernels keep the launch state themselves (tile_scan.cuh
+// finish_tile), so a launch needs no host-side bookkeeping and may be captured in a CUDA graph.
+// Several tilings (and kernels) may share one workspace as long as their launches run in order
+// on one stream: each launch carries a fresh epoch.
+inline constexpr std::size_t kScanRecordsOffset = 256;
+
+// Fills the tiling fields of p (lane blocks, time tiles, tile count, levels, level counts) for
+// `tiling`; p.steps, p.batch and p.channels must be set. Returns the workspace bytes it needs.
+std::size_t plan_parallel_scan(const ParallelTiling& tiling, ScanParams& p);
+// Zeroes a new workspace and sets its epoch to 1 (zeroed records never match). Synchronous.
+void init_parallel_scan_workspace(void* workspace, std::size_t bytes);
+// Points p's launch state and records into `workspace` (>= plan_parallel_scan bytes, initialized).
+void bind_parallel_scan(const ParallelTiling& tiling, void* workspace, ScanParams& p);
 
 }  // namespace prnn::scan

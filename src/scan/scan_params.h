@@ -51,9 +51,13 @@ struct ScanParams {
   std::int64_t level_count[kMaxLevels] = {};  // aggregates per lane block at each level
   // [lane_blocks][level_count][W] records {A, X, epoch tag, 0} (16 bytes each)
   float* agg[kMaxLevels] = {};
-  unsigned epoch = 0;
-  unsigned long long* tile_counter = nullptr;  // claimed tile ids, cumulative over launches
-  unsigned long long tile_base = 0;            // first id of this launch
+  // Launch state in the workspace, kept by the kernel itself so that every launch (also a CUDA
+  // graph replay) is self-contained: CTAs claim tiles from *tile_counter, tag their records with
+  // *epoch, and the last CTA to finish (counted in *done_counter) resets both counters and
+  // advances the epoch, so no record of an earlier launch ever matches.
+  unsigned* epoch = nullptr;
+  unsigned* tile_counter = nullptr;
+  unsigned* done_counter = nullptr;
   unsigned* status = nullptr;
   std::uint64_t timeout_ns = 0;
 };

@@ -9,7 +9,7 @@
 // entry (a lane block) × L = R·256/TPR steps. Thread (row, k) owns channels [k·V, k·V + V) and R
 // consecutive steps.
 // Per tile: claim (a counter: tiles are claimed in order, so every tile waited on is already
-// running), load R steps through Op::load, fold into pairs (A, X) and scan them across rows
+// running; the launch's last CTA resets it — finish_tile), load R steps through Op::load, fold into pairs (A, X) and scan them across rows
 // (shuffles, then shared memory), publish the tile's aggregate (and that of every block of 32,
 // 32², ... tiles it closes) as 16-byte records tagged with the launch's epoch, fold the records of
 // everything before the tile — fixed order, fixed tree: deterministic — into the carry, rescan
@@ -109,6 +109,19 @@ __device__ __forceinline__ bool tagged(const float4& r, unsigned epoch) {
   return __float_as_uint(r.z) == epoch;
 }
 
+// Thread 0, once its CTA has claimed its tile and read the epoch: count the CTA done; the last
+// CTA of the launch resets the counters and advances the epoch for the next launch (skipping 0,
+// the value of never-written records). No fence or barrier is needed: the last CTA acts only
+// after every CTA has claimed and read, and the next launch sees the writes (kernel boundary).
+__device__ __forceinline__ void finish_tile(const ScanParams& p, unsigned epoch,
+                                            std::int64_t num_tiles) {
+  if (atomicAdd(p.done_counter, 1u) == static_cast<unsigned>(num_tiles - 1)) {
+    *p.tile_counter = 0;
+    *p.done_counter = 0;
+    *p.epoch = epoch + 1 == 0 ? 1 : epoch + 1;
+  }
+}
+
 // Channels per warp when the 8 warps of a CTA share the W channels of a lane block.
 template <int W>
 inline constexpr int kChannelsPerWarp = (W + kTileWarps - 1) / kTileWarps;
@@ -118,8 +131,9 @@ inline constexpr int kChannelsPerWarp = (W + kTileWarps - 1) / kTileWarps;
 // the items are then combined by a fixed tree over the lanes (deterministic for every n).
 // On return lane 0 of each warp holds the fold of its k-th channel in out[k].
 template <int W>
-__device__ void fold_items(const ScanParams& p, int level, std::int64_t lane_block,
-                           std::int64_t first, int n, Pair (&out)[kChannelsPerWarp<W>]) {
+__device__ void fold_items(const ScanParams& p, unsigned epoch, int level,
+                           std::int64_t lane_block, std::int64_t first, int n,
+                           Pair (&out)[kChannelsPerWarp<W>]) {
   constexpr int K = kChannelsPerWarp<W>;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -130,10 +144,10 @@ __device__ void fold_items(const ScanParams& p, int level, std::int64_t lane_blo
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int ch = warp + kTileWarps * k;
-    v[k] = make_float4(1.0f, 0.0f, __uint_as_float(p.epoch), 0.0f);
+    v[k] = make_float4(1.0f, 0.0f, __uint_as_float(epoch), 0.0f);
     if (ch < W && lane < n) {
       v[k] = __ldcg(rec + static_cast<std::int64_t>(lane) * W + ch);
-      ready = ready && tagged(v[k], p.epoch);
+      ready = ready && tagged(v[k], epoch);
     }
   }
   std::uint64_t start = 0;
@@ -149,9 +163,9 @@ __device__ void fold_items(const ScanParams& p, int level, std::int64_t lane_blo
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int ch = warp + kTileWarps * k;
-      if (ch < W && lane < n && !tagged(v[k], p.epoch)) {
+      if (ch < W && lane < n && !tagged(v[k], epoch)) {
         v[k] = __ldcg(rec + static_cast<std::int64_t>(lane) * W + ch);
-        ready = ready && tagged(v[k], p.epoch);
+        ready = ready && tagged(v[k], epoch);
       }
     }
   }
@@ -246,6 +260,7 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
   __shared__ Pair s_warp_total[kTileWarps][W];
   __shared__ float s_carry[W];
   __shared__ std::int64_t s_tile;
+  __shared__ unsigned s_epoch;
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -253,9 +268,12 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
   const int row = warp * kRowsPerWarp + lane / TPR;
   const std::int64_t dir = scan_dir<Op::kMode>(p);
 
-  if (threadIdx.x == 0)
-    s_tile = static_cast<std::int64_t>(atomicAdd(p.tile_counter, 1ull) - p.tile_base);
+  if (threadIdx.x == 0) {
+    s_tile = atomicAdd(p.tile_counter, 1u);
+    s_epoch = *static_cast<volatile unsigned*>(p.epoch);  // set by the previous launch
+  }
   __syncthreads();
+  const unsigned epoch = s_epoch;
   const TileCoords tc = tile_coords<V, TPR, R>(p, s_tile, k, row);
   const Lane& ln = tc.lane;
   const std::int64_t t0 = dir > 0 ? tc.q0 : ln.len - 1 - tc.q0;  // physical step of q0
@@ -316,12 +334,12 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
     for (int wv = 0; wv < kTileWarps; ++wv) tile_total = compose(tile_total, s_warp_total[wv][ch]);
     store_record(reinterpret_cast<float4*>(p.agg[0]) +
                      (tc.lane_block * p.level_count[0] + tc.j) * W + ch,
-                 tile_total, p.epoch);
+                 tile_total, epoch);
   }
   Pair folded[K];
   std::int64_t index = tc.j;  // index at level (level - 1)
   for (int level = 1; level < p.levels && (index & 31) == 31; ++level) {
-    fold_items<W>(p, level - 1, tc.lane_block, index - 31, 32, folded);
+    fold_items<W>(p, epoch, level - 1, tc.lane_block, index - 31, 32, folded);
     index >>= kFanoutLog2;
     if (lane == 0) {
 #pragma unroll
@@ -330,7 +348,7 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
         if (ch < W)
           store_record(reinterpret_cast<float4*>(p.agg[level]) +
                            (tc.lane_block * p.level_count[level] + index) * W + ch,
-                       folded[kk], p.epoch);
+                       folded[kk], epoch);
       }
     }
   }
@@ -347,7 +365,7 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
     const std::int64_t first = (at >> kFanoutLog2) << kFanoutLog2;
     const int n = static_cast<int>(at - first);
     if (n == 0) continue;
-    fold_items<W>(p, level, tc.lane_block, first, n, folded);
+    fold_items<W>(p, epoch, level, tc.lane_block, first, n, folded);
 #pragma unroll
     for (int kk = 0; kk < K; ++kk) carry[kk] = fmaf(folded[kk].a, carry[kk], folded[kk].x);
   }
@@ -360,33 +378,39 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
   }
   __syncthreads();
 
-  // 4. Rescan from registers with the carry-in and write.
-  if (!ln.ok) return;
-  float state[V];
+  // 4. Rescan from registers with the carry-in and write. The positions are recomputed from
+  //    opaque copies, so the compiler does not keep R of them live across the lookback.
+  if (ln.ok) {
+    std::int64_t at0_r = at0, step_r = step_at, t0_r = t0;
+    asm volatile("" : "+l"(at0_r), "+l"(step_r), "+l"(t0_r));
+    auto pos_r = [&](int r) { return Pos{tc.q0 + r, t0_r + dir * r, at0_r + r * step_r}; };
+    float state[V];
 #pragma unroll
-  for (int i = 0; i < V; ++i) state[i] = fmaf(excl[i].a, s_carry[k * V + i], excl[i].x);
-  if (tc.j == 0 && row == 0 && ln.len == 0) Op::template store_final<V>(p, args, ln, state);
-  if (tc.q0 + R < ln.len) {  // every step valid, none the last
+    for (int i = 0; i < V; ++i) state[i] = fmaf(excl[i].a, s_carry[k * V + i], excl[i].x);
+    if (tc.j == 0 && row == 0 && ln.len == 0) Op::template store_final<V>(p, args, ln, state);
+    if (tc.q0 + R < ln.len) {  // every step valid, none the last
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
+      for (int r = 0; r < R; ++r) {
 #pragma unroll
-      for (int i = 0; i < V; ++i) state[i] = fmaf(coef[r][i], state[i], in[r][i]);
-      Op::template store<V>(p, args, ln, pos(r), state, step[r]);
+        for (int i = 0; i < V; ++i) state[i] = fmaf(coef[r][i], state[i], in[r][i]);
+        Op::template store<V>(p, args, ln, pos_r(r), state, step[r]);
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const std::int64_t q = tc.q0 + r;
+        if (q < ln.len) {
+#pragma unroll
+          for (int i = 0; i < V; ++i) state[i] = fmaf(coef[r][i], state[i], in[r][i]);
+          Op::template store<V>(p, args, ln, pos_r(r), state, step[r]);
+          if (q == ln.len - 1) Op::template store_final<V>(p, args, ln, state);
+        } else if (q < p.steps) {
+          Op::template store_padding<V>(p, args, ln, q);
+        }
+      }
     }
-    return;
   }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const std::int64_t q = tc.q0 + r;
-    if (q < ln.len) {
-#pragma unroll
-      for (int i = 0; i < V; ++i) state[i] = fmaf(coef[r][i], state[i], in[r][i]);
-      Op::template store<V>(p, args, ln, pos(r), state, step[r]);
-      if (q == ln.len - 1) Op::template store_final<V>(p, args, ln, state);
-    } else if (q < p.steps) {
-      Op::template store_padding<V>(p, args, ln, q);
-    }
-  }
+  if (threadIdx.x == 0) finish_tile(p, epoch, p.num_tiles);
 }
 
 // ---- tiling ------------------------------------------------------------------------------------
