@@ -12,16 +12,17 @@
 
 namespace prnn::bench {
 
-inline double median_us(const std::function<void()>& run, int repeats, int warmup = 3) {
+inline double median_us(const std::function<void()>& run, int repeats, int warmup = 3,
+                        cudaStream_t stream = nullptr) {
   for (int i = 0; i < warmup; ++i) run();
   cudaEvent_t start, stop;
   PRNN_CUDA_CHECK(cudaEventCreate(&start));
   PRNN_CUDA_CHECK(cudaEventCreate(&stop));
   std::vector<double> us;
   for (int i = 0; i < repeats; ++i) {
-    PRNN_CUDA_CHECK(cudaEventRecord(start));
+    PRNN_CUDA_CHECK(cudaEventRecord(start, stream));
     run();
-    PRNN_CUDA_CHECK(cudaEventRecord(stop));
+    PRNN_CUDA_CHECK(cudaEventRecord(stop, stream));
     PRNN_CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0;
     PRNN_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));

@@ -172,11 +172,36 @@ void run_scan_bench(const ScanBenchOptions& o, const BenchSink& sink) {
   }
 
   if (o.tiny && o.only_steps == 0) {
+    // 2^16 elements: one launch. Timed two ways: a stream launch per call (includes the host's
+    // launch overhead), and CUDA-graph replays (the kernel's own time plus the graph launch).
     for (std::int64_t C : {1, 16, 256}) {
       const std::int64_t T = (std::int64_t{1} << 16) / C;
+      const std::string c = shape_case(DType::F32, T, 1, C);
       Tensors s = make_tensors(DType::F32, T * C, false);
-      row(shape_case(DType::F32, T, 1, C), "prnn-plr", "fwd_us",
-          measure(DType::F32, T, 1, C, ScanAlgo::Parallel, false, s), "us");
+      ScanDesc d{T, 1, C, ScanLayout::TimeMajor, ScanDirection::Forward, DType::F32,
+                 Device::cuda(0)};
+      LinearScan scan(d, ScanAlgo::Parallel);
+      row(c, "prnn-plr", "fwd_us", time_scan(scan, s, false, o.repeats), "us");
+      ScanForwardArgs f;
+      f.a = TensorView(s.a.data(), d.dtype, d.sequence_shape(), d.device);
+      f.x = TensorView(s.x.data(), d.dtype, d.sequence_shape(), d.device);
+      f.h = TensorView(s.h.data(), d.dtype, d.sequence_shape(), d.device);
+      cudaStream_t stream;
+      PRNN_CUDA_CHECK(cudaStreamCreate(&stream));
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      constexpr int kReplaysPerTiming = 20;
+      PRNN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < kReplaysPerTiming; ++i) scan.forward(f, stream);
+      PRNN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      PRNN_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      const double us = bench::median_us(
+          [&] { PRNN_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }, o.repeats, 3, stream);
+      scan.check(stream);
+      row(c, "prnn-plr", "fwd_us_graph", us / kReplaysPerTiming, "us");
+      PRNN_CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(exec));
+      PRNN_CUDA_CHECK_NOTHROW(cudaGraphDestroy(graph));
+      PRNN_CUDA_CHECK_NOTHROW(cudaStreamDestroy(stream));
     }
   }
 }
