@@ -249,16 +249,104 @@ __device__ __forceinline__ std::int64_t scan_dir(const ScanParams& p) {
   return M == Mode::Forward ? fdir : -fdir;
 }
 
+// Steps 2–3 of a tile, shared by every tile-scan kernel: from each thread's fold inc[V] over its
+// R steps, compute the state entering the thread's first step. Scans the folds across rows
+// (shuffles within a warp, shared memory across warps), publishes the tile's aggregate (and that
+// of every block of 32, 32², ... tiles it closes), folds the records of everything before the
+// tile into the carry (init(b, c) before the first tile) and applies the carry. Contains two
+// __syncthreads(); every thread of the CTA must call it.
+template <int V, int TPR, class Init>
+__device__ __forceinline__ void tile_prefix(const ScanParams& p, unsigned epoch,
+                                            const TileCoords& tc, Pair (&inc)[V],
+                                            float (&state_in)[V], const Init& init) {
+  constexpr int W = V * TPR;
+  constexpr int K = kChannelsPerWarp<W>;
+  __shared__ Pair s_warp_total[kTileWarps][W];
+  __shared__ float s_carry[W];
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int k = lane % TPR;
+
+  Pair excl[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+#pragma unroll
+    for (int d = TPR; d < 32; d *= 2) {
+      const float pa = __shfl_up_sync(kFullMask, inc[i].a, d);
+      const float px = __shfl_up_sync(kFullMask, inc[i].x, d);
+      if (lane >= d) inc[i] = compose(Pair{pa, px}, inc[i]);
+    }
+    excl[i] = Pair{__shfl_up_sync(kFullMask, inc[i].a, TPR),
+                   __shfl_up_sync(kFullMask, inc[i].x, TPR)};
+    if (lane < TPR) excl[i] = Pair{1.0f, 0.0f};
+    if (lane >= 32 - TPR) s_warp_total[warp][k * V + i] = inc[i];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    Pair before{1.0f, 0.0f};
+    for (int wv = 0; wv < warp; ++wv) before = compose(before, s_warp_total[wv][k * V + i]);
+    excl[i] = compose(before, excl[i]);
+  }
+
+  for (int ch = threadIdx.x; ch < W; ch += kTileThreads) {
+    Pair tile_total{1.0f, 0.0f};
+#pragma unroll
+    for (int wv = 0; wv < kTileWarps; ++wv) tile_total = compose(tile_total, s_warp_total[wv][ch]);
+    store_record(reinterpret_cast<float4*>(p.agg[0]) +
+                     (tc.lane_block * p.level_count[0] + tc.j) * W + ch,
+                 tile_total, epoch);
+  }
+  Pair folded[K];
+  std::int64_t index = tc.j;  // index at level (level - 1)
+  for (int level = 1; level < p.levels && (index & 31) == 31; ++level) {
+    fold_items<W>(p, epoch, level - 1, tc.lane_block, index - 31, 32, folded);
+    index >>= kFanoutLog2;
+    if (lane == 0) {
+#pragma unroll
+      for (int kk = 0; kk < K; ++kk) {
+        const int ch = warp + kTileWarps * kk;
+        if (ch < W)
+          store_record(reinterpret_cast<float4*>(p.agg[level]) +
+                           (tc.lane_block * p.level_count[level] + index) * W + ch,
+                       folded[kk], epoch);
+      }
+    }
+  }
+  float carry[K];  // lane 0 of each warp: the state entering this tile, per owned channel
+#pragma unroll
+  for (int kk = 0; kk < K; ++kk) {
+    const int ch = warp + kTileWarps * kk;
+    carry[kk] = 0.0f;
+    if (ch < W && tc.channel0 + ch < p.channels) carry[kk] = init(tc.lane.b, tc.channel0 + ch);
+  }
+  for (int level = p.levels - 1; level >= 0; --level) {
+    const std::int64_t at = tc.j >> (kFanoutLog2 * level);
+    const std::int64_t first = (at >> kFanoutLog2) << kFanoutLog2;
+    const int n = static_cast<int>(at - first);
+    if (n == 0) continue;
+    fold_items<W>(p, epoch, level, tc.lane_block, first, n, folded);
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) carry[kk] = fmaf(folded[kk].a, carry[kk], folded[kk].x);
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) {
+      const int ch = warp + kTileWarps * kk;
+      if (ch < W) s_carry[ch] = carry[kk];
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < V; ++i) state_in[i] = fmaf(excl[i].a, s_carry[k * V + i], excl[i].x);
+}
+
 // One tile of the scan (the body of every tile-scan kernel; 256 threads).
 template <class Op, int V, int TPR, int R>
 __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op::Args& args) {
-  constexpr int W = V * TPR;
   constexpr int kRowsPerWarp = 32 / TPR;
-  constexpr int K = kChannelsPerWarp<W>;
   using Step = typename Op::template Step<V>;
-
-  __shared__ Pair s_warp_total[kTileWarps][W];
-  __shared__ float s_carry[W];
   __shared__ std::int64_t s_tile;
   __shared__ unsigned s_epoch;
 
@@ -300,93 +388,24 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
     }
   }
 
-  // 2. Thread fold, then scan across rows: within the warp (stride TPR), then across warps.
-  Pair inc[V], excl[V];
+  // 2–3. Fold, scan across rows, lookback: the state entering this thread's first step.
+  Pair inc[V];
 #pragma unroll
   for (int i = 0; i < V; ++i) {
     inc[i] = Pair{1.0f, 0.0f};
 #pragma unroll
     for (int r = 0; r < R; ++r) inc[i] = compose(inc[i], Pair{coef[r][i], in[r][i]});
-#pragma unroll
-    for (int d = TPR; d < 32; d *= 2) {
-      const float pa = __shfl_up_sync(kFullMask, inc[i].a, d);
-      const float px = __shfl_up_sync(kFullMask, inc[i].x, d);
-      if (lane >= d) inc[i] = compose(Pair{pa, px}, inc[i]);
-    }
-    excl[i] = Pair{__shfl_up_sync(kFullMask, inc[i].a, TPR),
-                   __shfl_up_sync(kFullMask, inc[i].x, TPR)};
-    if (lane < TPR) excl[i] = Pair{1.0f, 0.0f};
-    if (lane >= 32 - TPR) s_warp_total[warp][k * V + i] = inc[i];
   }
-  __syncthreads();
-#pragma unroll
-  for (int i = 0; i < V; ++i) {
-    Pair before{1.0f, 0.0f};
-    for (int wv = 0; wv < warp; ++wv) before = compose(before, s_warp_total[wv][k * V + i]);
-    excl[i] = compose(before, excl[i]);
-  }
+  float state[V];
+  tile_prefix<V, TPR>(p, epoch, tc, inc, state,
+                      [&](std::int32_t b, std::int32_t c) { return Op::init(p, args, b, c); });
 
-  // 3. Publish the tile's aggregate, and those of the blocks of 32 (of 32, ...) it closes;
-  //    then fold everything before the tile into the carry, one level per L2 round trip.
-  for (int ch = threadIdx.x; ch < W; ch += kTileThreads) {
-    Pair tile_total{1.0f, 0.0f};
-#pragma unroll
-    for (int wv = 0; wv < kTileWarps; ++wv) tile_total = compose(tile_total, s_warp_total[wv][ch]);
-    store_record(reinterpret_cast<float4*>(p.agg[0]) +
-                     (tc.lane_block * p.level_count[0] + tc.j) * W + ch,
-                 tile_total, epoch);
-  }
-  Pair folded[K];
-  std::int64_t index = tc.j;  // index at level (level - 1)
-  for (int level = 1; level < p.levels && (index & 31) == 31; ++level) {
-    fold_items<W>(p, epoch, level - 1, tc.lane_block, index - 31, 32, folded);
-    index >>= kFanoutLog2;
-    if (lane == 0) {
-#pragma unroll
-      for (int kk = 0; kk < K; ++kk) {
-        const int ch = warp + kTileWarps * kk;
-        if (ch < W)
-          store_record(reinterpret_cast<float4*>(p.agg[level]) +
-                           (tc.lane_block * p.level_count[level] + index) * W + ch,
-                       folded[kk], epoch);
-      }
-    }
-  }
-  float carry[K];  // lane 0 of each warp: the state entering this tile, per owned channel
-#pragma unroll
-  for (int kk = 0; kk < K; ++kk) {
-    const int ch = warp + kTileWarps * kk;
-    carry[kk] = 0.0f;
-    if (ch < W && tc.channel0 + ch < p.channels)
-      carry[kk] = Op::init(p, args, ln.b, tc.channel0 + ch);
-  }
-  for (int level = p.levels - 1; level >= 0; --level) {
-    const std::int64_t at = tc.j >> (kFanoutLog2 * level);
-    const std::int64_t first = (at >> kFanoutLog2) << kFanoutLog2;
-    const int n = static_cast<int>(at - first);
-    if (n == 0) continue;
-    fold_items<W>(p, epoch, level, tc.lane_block, first, n, folded);
-#pragma unroll
-    for (int kk = 0; kk < K; ++kk) carry[kk] = fmaf(folded[kk].a, carry[kk], folded[kk].x);
-  }
-  if (lane == 0) {
-#pragma unroll
-    for (int kk = 0; kk < K; ++kk) {
-      const int ch = warp + kTileWarps * kk;
-      if (ch < W) s_carry[ch] = carry[kk];
-    }
-  }
-  __syncthreads();
-
-  // 4. Rescan from registers with the carry-in and write. The positions are recomputed from
-  //    opaque copies, so the compiler does not keep R of them live across the lookback.
+  // 4. Rescan from registers and write. The positions are recomputed from opaque copies, so the
+  //    compiler does not keep R of them live across the lookback.
   if (ln.ok) {
     std::int64_t at0_r = at0, step_r = step_at, t0_r = t0;
     asm volatile("" : "+l"(at0_r), "+l"(step_r), "+l"(t0_r));
     auto pos_r = [&](int r) { return Pos{tc.q0 + r, t0_r + dir * r, at0_r + r * step_r}; };
-    float state[V];
-#pragma unroll
-    for (int i = 0; i < V; ++i) state[i] = fmaf(excl[i].a, s_carry[k * V + i], excl[i].x);
     if (tc.j == 0 && row == 0 && ln.len == 0) Op::template store_final<V>(p, args, ln, state);
     if (tc.q0 + R < ln.len) {  // every step valid, none the last
 #pragma unroll
