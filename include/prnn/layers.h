@@ -22,7 +22,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "prnn/scan.h"
+#include "prnn/stream.h"
+#include "prnn/tensor.h"
 
 namespace prnn {
 
@@ -47,6 +52,46 @@ struct LinearLayerDesc {
   std::int64_t projection_cols() const;
   // State values per batch element: 2H for GILR-LSTM (h̃ then c), H otherwise.
   std::int64_t state_size() const;
+};
+
+// One layer for a fixed problem shape, forward and backward, on the CPU reference (host tensors,
+// f32 or f64) or the GPU (device tensors, f32): GEMMs over all timesteps for the projections, and
+// one scan kernel per recurrence with the gate math fused into it (src/layers/).
+//   x, dx [T, B, I]; y, dy [T, B, H]; params, dparams [desc.param_count()];
+//   state0, state_n, dstate_n, dstate0 [S, B, H] with S = 2 for GILR-LSTM (h̃ then c), else 1.
+// Optional (an empty TensorView): state0 (zeros), state_n (not written), dstate_n (zeros),
+// dstate0 (not written). Gradient outputs are overwritten, not accumulated.
+// The constructor allocates everything a call needs (the GPU reserve of the forward, the scan
+// workspace, a cuBLAS handle and its workspace); no call allocates. fp32 math without TF32;
+// results are deterministic (no atomics on data, fixed reduction orders).
+// backward() is the backward of the most recent forward(): it reads the layer's reserve, which
+// holds that forward's pre-activations and states, so it must be given the same x, params and
+// state0. Calls on one layer must not overlap (they share the reserve); use one stream per layer
+// or synchronize.
+class LinearLayer {
+ public:
+  // ScanAlgo: Auto (Parallel on the GPU, Reference on the host), Serial or Parallel (GPU), or
+  // Reference (host). Throws InvalidArgument for a bad desc or size, Unsupported for a dtype,
+  // algorithm or size this device cannot run.
+  LinearLayer(const LinearLayerDesc& desc, std::int64_t steps, std::int64_t batch, DType dtype,
+              Device device, ScanAlgo algo = ScanAlgo::Auto);
+  ~LinearLayer();
+  LinearLayer(LinearLayer&&) noexcept;
+  LinearLayer& operator=(LinearLayer&&) noexcept;
+
+  void forward(const TensorView& x, const TensorView& params, const TensorView& state0,
+               const TensorView& y, const TensorView& state_n, cudaStream_t stream = nullptr);
+  void backward(const TensorView& x, const TensorView& params, const TensorView& state0,
+                const TensorView& dy, const TensorView& dstate_n, const TensorView& dx,
+                const TensorView& dparams, const TensorView& dstate0,
+                cudaStream_t stream = nullptr);
+
+  const LinearLayerDesc& desc() const;
+  ScanAlgo algo() const;  // the scan that runs inside: Serial or Parallel; Reference on the host
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace prnn

@@ -1,0 +1,113 @@
+// GILR-LSTM cell scan, forward and backward, gate math fused. (The surrogate h̃ is a GILR scan,
+// gilr.cu, on columns (s; u); the host adds U h̃_{t-1} into the i,f,z,o columns of P by a GEMM
+// between the two scans.)
+//   i, f, o = σ(P + b), z = tanh(P_z + b_z)           P columns (i; f; z; o) = [2H, 6H)
+//   c_t = f ⊙ c_{t-1} + i ⊙ z;  y_t = o ⊙ c_t
+// Forward:  load P_i, P_f, P_z -> coef f, input i ⊙ z;  store: P_o -> y = o ⊙ c; c -> S[t+1].
+// Backward: G_t = f_{t+1} ⊙ G_{t+1} + dy_t ⊙ o_t
+//           load: coef f_{t+1}; P_o, c_t = S[t+1], dy_t -> input dy ⊙ o and
+//                 dP_o = dy ⊙ c ⊙ o(1-o) (kept for store);
+//           store: with i, f, z at t and c_{t-1} = S[t]:
+//                 dP_i = G ⊙ z ⊙ i(1-i), dP_f = G ⊙ c_{t-1} ⊙ f(1-f), dP_z = G ⊙ i ⊙ (1-z²), dP_o;
+//           final: dstate0 (c half) = f_0 ⊙ G_0.
+#include "layers/layer_ops.cuh"
+#include "layers/layer_scan.cuh"
+
+namespace prnn::layers {
+namespace {
+
+enum CellColumn : int { kColI = 2, kColF = 3, kColZ = 4, kColO = 5 };  // × H
+
+template <class T, Mode M>
+struct GilrLstmCellOp {
+  using Args = LayerArgs;
+  static constexpr Mode kMode = M;
+  template <int V>
+  struct Step {
+    float dpo[M == Mode::Backward ? V : 1];
+  };
+
+  template <int V>
+  __device__ static void load(const ScanParams& p, const Args& a, const Lane& ln, Pos s,
+                              float (&coef)[V], float (&in)[V], Step<V>& step) {
+    const std::int64_t H = a.hidden;
+    const std::int64_t at = p_at(p, a, ln, s.t);
+    if constexpr (M == Mode::Forward) {
+      float ig[V], z[V];
+      gate<Act::Sigmoid, T, V>(a, ln, at, kColI * H, kColI * H, ig);
+      gate<Act::Sigmoid, T, V>(a, ln, at, kColF * H, kColF * H, coef);
+      gate<Act::Tanh, T, V>(a, ln, at, kColZ * H, kColZ * H, z);
+#pragma unroll
+      for (int i = 0; i < V; ++i) in[i] = ig[i] * z[i];
+    } else {
+      next_sigmoid_gate<T, V>(p, a, ln, s, kColF * H, kColF * H, coef);
+      float o[V], c[V], dy[V];
+      gate<Act::Sigmoid, T, V>(a, ln, at, kColO * H, kColO * H, o);
+      state_after<V>(p, a, s, c);
+      load_vec<T, V>(static_cast<const T*>(a.dy) + s.at, dy);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        in[i] = dy[i] * o[i];
+        step.dpo[i] = dy[i] * c[i] * o[i] * (1.0f - o[i]);
+      }
+    }
+  }
+
+  template <int V>
+  __device__ static void store(const ScanParams& p, const Args& a, const Lane& ln, Pos s,
+                               const float (&state)[V], const Step<V>& step) {
+    const std::int64_t H = a.hidden;
+    const std::int64_t at = p_at(p, a, ln, s.t);
+    if constexpr (M == Mode::Forward) {
+      keep_state<V>(p, a, s, state);
+      float y[V];
+      gate<Act::Sigmoid, T, V>(a, ln, at, kColO * H, kColO * H, y);
+#pragma unroll
+      for (int i = 0; i < V; ++i) y[i] *= state[i];
+      store_vec<T, V>(static_cast<T*>(a.y) + s.at, y);
+    } else {
+      float ig[V], f[V], z[V], cprev[V];
+      gate<Act::Sigmoid, T, V>(a, ln, at, kColI * H, kColI * H, ig);
+      gate<Act::Sigmoid, T, V>(a, ln, at, kColF * H, kColF * H, f);
+      gate<Act::Tanh, T, V>(a, ln, at, kColZ * H, kColZ * H, z);
+      state_before<V>(p, a, s, cprev);
+      float di[V], df[V], dz[V];
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        di[i] = state[i] * z[i] * ig[i] * (1.0f - ig[i]);
+        df[i] = state[i] * cprev[i] * f[i] * (1.0f - f[i]);
+        dz[i] = state[i] * ig[i] * (1.0f - z[i] * z[i]);
+      }
+      store_vec<float, V>(a.dP + at + kColI * H, di);
+      store_vec<float, V>(a.dP + at + kColF * H, df);
+      store_vec<float, V>(a.dP + at + kColZ * H, dz);
+      store_vec<float, V>(a.dP + at + kColO * H, step.dpo);
+    }
+  }
+
+  template <int V>
+  __device__ static void store_padding(const ScanParams&, const Args&, const Lane&,
+                                       std::int64_t) {}  // no sequence lengths
+
+  template <int V>
+  __device__ static void store_final(const ScanParams& p, const Args& a, const Lane& ln,
+                                     const float (&state)[V]) {
+    const std::int64_t H = a.hidden;
+    if constexpr (M == Mode::Forward) store_state_n<T, V>(a, ln, state);
+    else store_dstate0<T, V>(p, a, ln, kColF * H, kColF * H, state, nullptr);
+  }
+
+  __device__ static float init(const ScanParams& p, const Args& a, std::int32_t b,
+                               std::int32_t c) {
+    return layer_init<T, M>(p, a, b, c);
+  }
+};
+
+}  // namespace
+
+void launch_gilr_lstm_cell_scan(const LayerLaunch& launch, const LayerArgs& args,
+                                cudaStream_t stream) {
+  launch_family<GilrLstmCellOp>(launch, args, stream);
+}
+
+}  // namespace prnn::layers

@@ -1,0 +1,134 @@
+// What the layer ops share: reading gates from the pre-activations (bias added, activation
+// applied, in registers), the shifted state reserve S, and the init / final-state conventions.
+// Tensor layouts: layer_kernels.h. Every op here is `template <class T, Mode M> struct XOp` with
+// Args = LayerArgs (the interface of scan/tile_scan.cuh); T is the user tensors' element type.
+//
+// Forward op:  coef_t, in_t from P_t (+ b): the gates;  store writes S[t+1] (and y_t);
+//              init = S[0] (= state0, put there by the host), store_final writes state_n.
+// Backward op: the scan runs t = T-1 .. 0 over G_t = dL/dstate_t:
+//                G_t = a_{t+1} ⊙ G_{t+1} + (dL/dstate_t from outside the recurrence)
+//              so load(t) gives coef = a_{t+1} (1 at t = T-1, where G starts from dstate_n =
+//              init) and in = the outside gradient (dy through the output's derivative);
+//              store(t) has G_t and writes dP_t (every gate's pre-activation gradient);
+//              store_final writes dstate0 = a_0 ⊙ G_0.
+#pragma once
+
+#include <cstdint>
+
+#include "layers/layer_kernels.h"
+#include "scan/tile_scan.cuh"
+
+namespace prnn::layers {
+
+using scan::Lane;
+using scan::load_vec;
+using scan::Mode;
+using scan::Pos;
+using scan::ScanParams;
+using scan::store_vec;
+
+// Accurate fp32 activations (expf, tanhf): the scans are memory-bound, and the fp32 results
+// must stay within 1e-5 of the double reference.
+__device__ __forceinline__ float logistic(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+enum class Act : std::uint8_t { Identity, Sigmoid, Tanh };
+
+template <Act A>
+__device__ __forceinline__ float activate(float v) {
+  if constexpr (A == Act::Sigmoid) return logistic(v);
+  else if constexpr (A == Act::Tanh) return tanhf(v);
+  else return v;
+}
+
+inline constexpr int kNoBias = -1;
+
+// Offset of (t, b, h = ln.c) in P / dP: row t·B + b of [T·B, R], column h.
+__device__ __forceinline__ std::int64_t p_at(const ScanParams& p, const LayerArgs& a,
+                                             const Lane& ln, std::int64_t t) {
+  return (t * p.batch + ln.b) * a.rows + ln.c;
+}
+
+// out = act(P[row, col + h] + b[bias_col + h]) for the thread's V channels h; bias_col may be
+// kNoBias. col and bias_col are multiples of H.
+template <Act A, class T, int V>
+__device__ __forceinline__ void gate(const LayerArgs& a, const Lane& ln, std::int64_t row_at,
+                                     std::int64_t col, std::int64_t bias_col, float (&out)[V]) {
+  load_vec<float, V>(a.P + row_at + col, out);
+  if (bias_col != kNoBias) {
+    float b[V];
+    load_vec<T, V>(static_cast<const T*>(a.bias) + bias_col + ln.c, b);
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] += b[i];
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i) out[i] = activate<A>(out[i]);
+}
+
+// Backward coefficient of step t: the forward gate a_{t+1} (σ of column col), 1 at t = T-1.
+template <class T, int V>
+__device__ __forceinline__ void next_sigmoid_gate(const ScanParams& p, const LayerArgs& a,
+                                                  const Lane& ln, const Pos& s, std::int64_t col,
+                                                  std::int64_t bias_col, float (&coef)[V]) {
+  if (s.q != 0) {
+    gate<Act::Sigmoid, T, V>(a, ln, p_at(p, a, ln, s.t + 1), col, bias_col, coef);
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) coef[i] = 1.0f;
+  }
+}
+
+// S[t] (the state before step t) and S[t+1] (after it) of the thread's channels.
+template <int V>
+__device__ __forceinline__ void state_before(const ScanParams&, const LayerArgs& a, const Pos& s,
+                                             float (&out)[V]) {
+  load_vec<float, V>(a.S + s.at, out);
+}
+template <int V>
+__device__ __forceinline__ void state_after(const ScanParams& p, const LayerArgs& a, const Pos& s,
+                                            float (&out)[V]) {
+  load_vec<float, V>(a.S + s.at + p.stride_t, out);
+}
+
+// Forward: remember the state for the backward pass (and the final state).
+template <int V>
+__device__ __forceinline__ void keep_state(const ScanParams& p, const LayerArgs& a, const Pos& s,
+                                           const float (&state)[V]) {
+  store_vec<float, V>(a.S + s.at + p.stride_t, state);
+}
+
+// Init of the carry: forward S[0] (state0 or zeros); backward dstate_n (nullable: zeros).
+template <class T, Mode M>
+__device__ __forceinline__ float layer_init(const ScanParams& p, const LayerArgs& a,
+                                            std::int32_t b, std::int32_t c) {
+  const std::int64_t i = static_cast<std::int64_t>(b) * p.channels + c;
+  if constexpr (M == Mode::Forward) {
+    return scan::load_elem(a.S, i);
+  } else {
+    return a.dstate_n != nullptr ? scan::load_elem(static_cast<const T*>(a.dstate_n), i) : 0.0f;
+  }
+}
+
+// Forward final: state_n (nullable).
+template <class T, int V>
+__device__ __forceinline__ void store_state_n(const LayerArgs& a, const Lane& ln,
+                                              const float (&state)[V]) {
+  if (a.state_n != nullptr) store_vec<T, V>(static_cast<T*>(a.state_n) + ln.state_index, state);
+}
+
+// Backward final: dstate0 = a_0 ⊙ G_0 (+ extra[state_index] if extra), a_0 = σ(column col, t = 0).
+template <class T, int V>
+__device__ __forceinline__ void store_dstate0(const ScanParams& p, const LayerArgs& a,
+                                              const Lane& ln, std::int64_t col,
+                                              std::int64_t bias_col, const float (&g)[V],
+                                              const float* extra) {
+  if (a.dstate0 == nullptr) return;
+  float a0[V], out[V];
+  gate<Act::Sigmoid, T, V>(a, ln, p_at(p, a, ln, 0), col, bias_col, a0);
+  float more[V] = {};
+  if (extra != nullptr) load_vec<float, V>(extra + ln.state_index, more);
+#pragma unroll
+  for (int i = 0; i < V; ++i) out[i] = fmaf(a0[i], g[i], more[i]);
+  store_vec<T, V>(static_cast<T*>(a.dstate0) + ln.state_index, out);
+}
+
+}  // namespace prnn::layers

@@ -1,0 +1,106 @@
+// QRNN(k) fo-pooling scan, forward and backward, gate math fused. (The width-k causal convolution
+// is k GEMMs with shifted row offsets on the host.)
+//   z = tanh(P_z + b_z), f = σ(P_f + b_f), o = σ(P_o + b_o)   P columns (z; f; o) = [0, 3H)
+//   c_t = f ⊙ c_{t-1} + (1 - f) ⊙ z;  y_t = o ⊙ c_t
+// Forward:  load P_z, P_f -> coef f, input (1-f) ⊙ z;  store: P_o -> y = o ⊙ c; c -> S[t+1].
+// Backward: G_t = f_{t+1} ⊙ G_{t+1} + dy_t ⊙ o_t
+//           load: coef f_{t+1}; P_o, c_t = S[t+1], dy_t -> input dy ⊙ o and
+//                 dP_o = dy ⊙ c ⊙ o(1-o) (kept for store);
+//           store: with z, f at t and c_{t-1} = S[t]:
+//                 dP_z = G ⊙ (1-f) ⊙ (1-z²), dP_f = G ⊙ (c_{t-1} - z) ⊙ f(1-f), dP_o;
+//           final: dstate0 = f_0 ⊙ G_0.
+#include "layers/layer_ops.cuh"
+#include "layers/layer_scan.cuh"
+
+namespace prnn::layers {
+namespace {
+
+enum QrnnColumn : int { kColZ = 0, kColF = 1, kColO = 2 };  // × H, bias likewise
+
+template <class T, Mode M>
+struct QrnnOp {
+  using Args = LayerArgs;
+  static constexpr Mode kMode = M;
+  template <int V>
+  struct Step {
+    float dpo[M == Mode::Backward ? V : 1];
+  };
+
+  template <int V>
+  __device__ static void load(const ScanParams& p, const Args& a, const Lane& ln, Pos s,
+                              float (&coef)[V], float (&in)[V], Step<V>& step) {
+    const std::int64_t H = a.hidden;
+    const std::int64_t at = p_at(p, a, ln, s.t);
+    if constexpr (M == Mode::Forward) {
+      float z[V];
+      gate<Act::Tanh, T, V>(a, ln, at, kColZ * H, kColZ * H, z);
+      gate<Act::Sigmoid, T, V>(a, ln, at, kColF * H, kColF * H, coef);
+#pragma unroll
+      for (int i = 0; i < V; ++i) in[i] = (1.0f - coef[i]) * z[i];
+    } else {
+      next_sigmoid_gate<T, V>(p, a, ln, s, kColF * H, kColF * H, coef);
+      float o[V], c[V], dy[V];
+      gate<Act::Sigmoid, T, V>(a, ln, at, kColO * H, kColO * H, o);
+      state_after<V>(p, a, s, c);
+      load_vec<T, V>(static_cast<const T*>(a.dy) + s.at, dy);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        in[i] = dy[i] * o[i];
+        step.dpo[i] = dy[i] * c[i] * o[i] * (1.0f - o[i]);
+      }
+    }
+  }
+
+  template <int V>
+  __device__ static void store(const ScanParams& p, const Args& a, const Lane& ln, Pos s,
+                               const float (&state)[V], const Step<V>& step) {
+    const std::int64_t H = a.hidden;
+    const std::int64_t at = p_at(p, a, ln, s.t);
+    if constexpr (M == Mode::Forward) {
+      keep_state<V>(p, a, s, state);
+      float y[V];
+      gate<Act::Sigmoid, T, V>(a, ln, at, kColO * H, kColO * H, y);
+#pragma unroll
+      for (int i = 0; i < V; ++i) y[i] *= state[i];
+      store_vec<T, V>(static_cast<T*>(a.y) + s.at, y);
+    } else {
+      float z[V], f[V], cprev[V], dz[V], df[V];
+      gate<Act::Tanh, T, V>(a, ln, at, kColZ * H, kColZ * H, z);
+      gate<Act::Sigmoid, T, V>(a, ln, at, kColF * H, kColF * H, f);
+      state_before<V>(p, a, s, cprev);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        dz[i] = state[i] * (1.0f - f[i]) * (1.0f - z[i] * z[i]);
+        df[i] = state[i] * (cprev[i] - z[i]) * f[i] * (1.0f - f[i]);
+      }
+      store_vec<float, V>(a.dP + at + kColZ * H, dz);
+      store_vec<float, V>(a.dP + at + kColF * H, df);
+      store_vec<float, V>(a.dP + at + kColO * H, step.dpo);
+    }
+  }
+
+  template <int V>
+  __device__ static void store_padding(const ScanParams&, const Args&, const Lane&,
+                                       std::int64_t) {}  // no sequence lengths
+
+  template <int V>
+  __device__ static void store_final(const ScanParams& p, const Args& a, const Lane& ln,
+                                     const float (&state)[V]) {
+    const std::int64_t H = a.hidden;
+    if constexpr (M == Mode::Forward) store_state_n<T, V>(a, ln, state);
+    else store_dstate0<T, V>(p, a, ln, kColF * H, kColF * H, state, nullptr);
+  }
+
+  __device__ static float init(const ScanParams& p, const Args& a, std::int32_t b,
+                               std::int32_t c) {
+    return layer_init<T, M>(p, a, b, c);
+  }
+};
+
+}  // namespace
+
+void launch_qrnn_scan(const LayerLaunch& launch, const LayerArgs& args, cudaStream_t stream) {
+  launch_family<QrnnOp>(launch, args, stream);
+}
+
+}  // namespace prnn::layers
