@@ -50,4 +50,18 @@ struct CudnnRnnBenchOptions {
 // Requires a GPU; throws Unsupported without one.
 void run_cudnn_rnn_bench(const CudnnRnnBenchOptions& options, const BenchSink& sink);
 
+struct LayersBenchOptions {
+  // The paper's Figure 1: training step (forward + backward) of GILR-LSTM, SRU, QRNN(2), QRNN(10)
+  // with the parallel and the serial scan inside, T·B = 65536, input = hidden.
+  bool figure1 = true;
+  // The paper's Table 2: GILR-LSTM vs cuDNN LSTM training throughput (T·B / step time), input 32.
+  bool table2 = true;
+  std::int64_t hidden = 256;
+  std::int64_t max_rows = std::int64_t{1} << 22;  // largest T·B run (memory)
+  int repeats = 5;
+};
+
+// Requires a GPU; throws Unsupported without one.
+void run_layers_bench(const LayersBenchOptions& options, const BenchSink& sink);
+
 }  // namespace prnn

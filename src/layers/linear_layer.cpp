@@ -200,7 +200,9 @@ LinearLayer::LinearLayer(const LinearLayerDesc& desc, std::int64_t steps, std::i
     throw Unsupported(what, fmt::format("cuBLAS takes 32-bit sizes: steps × batch = {}, batch × "
                                         "hidden = {}, projection {} × {}",
                                         g.T * g.B, g.B * g.H, g.R, g.C));
-  s.algo = algo == ScanAlgo::Auto ? ScanAlgo::Parallel : algo;
+  s.algo = algo;
+  if (algo == ScanAlgo::Auto)
+    s.algo = scan::choose_scan_algo(g.B * g.H, g.T).parallel ? ScanAlgo::Parallel : ScanAlgo::Serial;
   s.init_gpu();
 #else
   throw Unsupported(what, "prnn was built without CUDA (PRNN_CUDA=OFF)");

@@ -193,6 +193,15 @@ std::size_t plan_parallel_scan(const ParallelTiling& tiling, ScanParams& p) {
   return offset;
 }
 
+AutoChoice choose_scan_algo(std::int64_t lanes, std::int64_t steps) {
+  if (lanes >= kSerialLanes)
+    return {false, fmt::format("auto: serial, {} lanes (>= {}) keep memory busy with one thread "
+                               "per lane",
+                               lanes, kSerialLanes)};
+  return {true, fmt::format("auto: parallel, {} lanes x {} steps: the scan runs across time",
+                            lanes, steps)};
+}
+
 void init_parallel_scan_workspace(void* workspace, std::size_t bytes) {
   PRNN_CUDA_CHECK(cudaMemset(workspace, 0, bytes));
   const unsigned first_epoch = 1;
@@ -288,9 +297,13 @@ LinearScan::LinearScan(const ScanDesc& desc, ScanAlgo algo) : impl_(std::make_un
   }
 #if PRNN_WITH_CUDA
   auto& s = *impl_;
-  s.algo = algo == ScanAlgo::Auto ? ScanAlgo::Parallel : algo;
-  s.reason = algo == ScanAlgo::Auto ? "auto: the parallel scan handles every shape at bandwidth"
-                                    : "requested";
+  s.algo = algo;
+  s.reason = "requested";
+  if (algo == ScanAlgo::Auto) {
+    const scan::AutoChoice choice = scan::choose_scan_algo(desc.batch * desc.channels, desc.steps);
+    s.algo = choice.parallel ? ScanAlgo::Parallel : ScanAlgo::Serial;
+    s.reason = choice.reason;
+  }
   PRNN_CUDA_CHECK(cudaSetDevice(desc.device.index));
   scan::ScanParams p;
   p.steps = desc.steps;

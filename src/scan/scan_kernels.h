@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 
 #include "scan/scan_params.h"
 
@@ -22,6 +24,17 @@ struct ParallelTiling {
 ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized);
 void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, const ScanParams& p,
                           cudaStream_t stream);
+
+// ---- Auto: serial or parallel --------------------------------------------------------------------
+// With enough lanes, one thread per lane walking time keeps memory as busy as the parallel scan
+// and skips its lookback: measured on an H200 (bench/results/h200/layers.csv), the serial scan
+// inside the layers is 1.3–3x faster at B·H = 2^20 lanes, equal at 2^16, 4x slower at 2^12.
+inline constexpr std::int64_t kSerialLanes = std::int64_t{1} << 17;
+struct AutoChoice {
+  bool parallel;
+  std::string reason;
+};
+AutoChoice choose_scan_algo(std::int64_t lanes, std::int64_t steps);
 
 // ---- the parallel scan's workspace, shared by every tile-scan kernel (linear_scan.cpp) ---------
 // Layout: status word (byte 0), epoch (4), tile counter (8), done counter (12), then the lookback

@@ -244,3 +244,22 @@ TEST(ScanGpuGraph, ReplaysAreIndependent) {
 
 }  // namespace
 }  // namespace prnn
+
+namespace prnn {
+namespace {
+
+// Auto: the serial scan when lanes alone keep memory busy, the parallel scan otherwise; the
+// choice is reported.
+TEST(ScanGpuAuto, PicksByLaneCount) {
+  ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
+  const LinearScan few(ScanDesc{4096, 1, 64, ScanLayout::TimeMajor, ScanDirection::Forward,
+                                DType::F32, Device::cuda(0)});
+  EXPECT_EQ(few.algo(), ScanAlgo::Parallel) << few.reason();
+  const LinearScan many(ScanDesc{16, 512, 1024, ScanLayout::TimeMajor, ScanDirection::Forward,
+                                 DType::F32, Device::cuda(0)});
+  EXPECT_EQ(many.algo(), ScanAlgo::Serial) << many.reason();
+  EXPECT_NE(many.reason().find("524288 lanes"), std::string::npos) << many.reason();
+}
+
+}  // namespace
+}  // namespace prnn

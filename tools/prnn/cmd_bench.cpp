@@ -117,6 +117,28 @@ void add_bench_command(CLI::App& app, const std::string& command_line) {
     if (rnn_names->verbose) set_log_level(LogLevel::Info);
     run_with_csv(*common, [&](const BenchSink& sink) { run_cudnn_rnn_bench(o, sink); });
   });
+
+  auto layer_opts = std::make_shared<LayersBenchOptions>();
+  auto* layers = bench->add_subcommand(
+      "layers", "GILR-LSTM / SRU / QRNN: PLR vs SLR (Figure 1), GILR-LSTM vs cuDNN LSTM (Table 2)");
+  auto only = std::make_shared<std::string>();
+  layers->add_option("--only", *only, "Run one part: figure1 or table2")
+      ->check(CLI::IsMember({"figure1", "table2"}));
+  layers->add_option("--hidden", layer_opts->hidden, "Hidden size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  layers->add_option("--max-rows", layer_opts->max_rows, "Largest T*B in Table 2")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  layers->add_option("--repeats", layer_opts->repeats, "Timed runs per measurement")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  layers->callback([common, layer_opts, only] {
+    LayersBenchOptions o = *layer_opts;
+    if (*only == "figure1") o.table2 = false;
+    if (*only == "table2") o.figure1 = false;
+    run_with_csv(*common, [&](const BenchSink& sink) { run_layers_bench(o, sink); });
+  });
 }
 
 }  // namespace prnn::cli

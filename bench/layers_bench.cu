@@ -1,0 +1,128 @@
+// `prnn bench layers`: the linear-recurrence layers on the GPU.
+//   figure1: training step (forward + backward, µs) of GILR-LSTM, SRU, QRNN(2), QRNN(10) with the
+//            parallel (PLR) and serial (SLR) scan inside, T·B = 65536, I = H (the paper's
+//            Figure 1: PLR-over-SLR speedup);
+//   table2:  training throughput (T·B elements per second of forward + backward) of GILR-LSTM-H
+//            against cuDNN LSTM-H, input 32, batch 1..256 × T 256..131072 (the paper's Table 2);
+//            cuDNN: all three algorithms, and the best of them.
+// Medians of `repeats` event-timed training steps after warm-up; random inputs and weights.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "bench/bench_fill.cuh"
+#include "bench/bench_timer.h"
+#include "bench/cudnn_rnn.h"
+#include "core/cuda_check.h"
+#include "prnn/bench.h"
+#include "prnn/device.h"
+#include "prnn/error.h"
+#include "prnn/layers.h"
+
+namespace prnn {
+namespace {
+
+DeviceBuffer random_buffer(std::int64_t n, float lo, float hi, std::uint64_t seed) {
+  DeviceBuffer b(static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * sizeof(float));
+  bench::fill_uniform_kernel<float><<<1024, 256>>>(b.data_as<float>(), n, lo, hi, seed);
+  PRNN_CHECK_LAUNCH();
+  return b;
+}
+
+// One training step of a layer: forward, then backward with a random dy. Returns µs (median).
+double layer_train_us(const LinearLayerDesc& desc, std::int64_t T, std::int64_t B, ScanAlgo algo,
+                      int repeats) {
+  const Device dev = Device::cuda(0);
+  LinearLayer layer(desc, T, B, DType::F32, dev, algo);
+  const std::int64_t I = desc.input_size, H = desc.hidden_size, np = desc.param_count();
+  const float w = 1.0f / std::sqrt(static_cast<float>(std::max(I, H)));
+  DeviceBuffer x = random_buffer(T * B * I, -1.0f, 1.0f, 1), params = random_buffer(np, -w, w, 2);
+  DeviceBuffer y(static_cast<std::size_t>(T * B * H) * 4), dx(static_cast<std::size_t>(T * B * I) * 4);
+  DeviceBuffer dparams(static_cast<std::size_t>(np) * 4);
+  DeviceBuffer dy = random_buffer(T * B * H, -1.0f, 1.0f, 3);
+  const TensorView tx(x.data(), DType::F32, {T, B, I}, dev), tp(params.data(), DType::F32, {np}, dev);
+  const TensorView ty(y.data(), DType::F32, {T, B, H}, dev), tdy(dy.data(), DType::F32, {T, B, H}, dev);
+  const TensorView tdx(dx.data(), DType::F32, {T, B, I}, dev);
+  const TensorView tdp(dparams.data(), DType::F32, {np}, dev);
+  return bench::median_us(
+      [&] {
+        layer.forward(tx, tp, {}, ty, {});
+        layer.backward(tx, tp, {}, tdy, {}, tdx, tdp, {});
+      },
+      repeats, 2);
+}
+
+std::string layer_name(const LinearLayerDesc& d) {
+  return d.kind == LinearLayerKind::Qrnn ? "qrnn" + std::to_string(d.window) : to_string(d.kind);
+}
+
+}  // namespace
+
+void run_layers_bench(const LayersBenchOptions& o, const BenchSink& sink) {
+  if (device_count() == 0) throw Unsupported("prnn bench layers", "no GPU: " + no_device_reason());
+  auto row = [&](const std::string& c, const std::string& impl, const std::string& metric,
+                 double v, const std::string& unit) { sink({"layers", c, impl, metric, v, unit}); };
+  const std::int64_t H = o.hidden;
+
+  if (o.figure1) {
+    const std::vector<LinearLayerDesc> layers = {{LinearLayerKind::GilrLstm, H, H, 1},
+                                                 {LinearLayerKind::Sru, H, H, 1},
+                                                 {LinearLayerKind::Qrnn, H, H, 2},
+                                                 {LinearLayerKind::Qrnn, H, H, 10}};
+    for (const LinearLayerDesc& d : layers) {
+      for (std::int64_t T : {16, 256, 4096, 65536}) {
+        const std::int64_t B = 65536 / T;
+        const std::string c = "layer=" + layer_name(d) + ";dtype=f32;I=" + std::to_string(H) +
+                              ";H=" + std::to_string(H) + ";T=" + std::to_string(T) +
+                              ";B=" + std::to_string(B);
+        const double plr = layer_train_us(d, T, B, ScanAlgo::Parallel, o.repeats);
+        const double slr = layer_train_us(d, T, B, ScanAlgo::Serial, std::min(o.repeats, 3));
+        row(c, "prnn-plr", "train_us", plr, "us");
+        row(c, "prnn-slr", "train_us", slr, "us");
+        row(c, "prnn-plr", "speedup_over_slr", slr / plr, "x");
+      }
+    }
+  }
+
+  if (o.table2) {
+    constexpr std::int64_t kInput = 32;
+    const LinearLayerDesc gilr{LinearLayerKind::GilrLstm, kInput, H, 1};
+    bench::CudnnContext cudnn;
+    for (std::int64_t B : {1, 4, 16, 64, 256}) {
+      for (std::int64_t T : {256, 1024, 4096, 16384, 65536, 131072}) {
+        if (T * B > o.max_rows) continue;
+        const std::string c = "model=lstm;dtype=f32;I=32;H=" + std::to_string(H) +
+                              ";T=" + std::to_string(T) + ";B=" + std::to_string(B);
+        const double elems = static_cast<double>(T * B);
+        const double us = layer_train_us(gilr, T, B, ScanAlgo::Parallel, o.repeats);
+        row(c, "prnn-gilr_lstm", "train_throughput", elems / us * 1e6, "elem/s");
+        // cuDNN's throughput does not depend on T (its time is per step); it is measured up to
+        // T = 16384, and at T = 65536 for batch 1 (the target row).
+        if (T > 16384 && !(B == 1 && T == 65536)) continue;
+        double best = 0.0;
+        for (bench::CudnnRnnAlgo algo : bench::kCudnnRnnAlgos) {
+          const std::string impl = std::string("cudnn-") + bench::to_string(algo);
+          try {
+            bench::CudnnRnn rnn(cudnn, {Cell::LSTM, DType::F32, kInput, H, B, T}, algo);
+            const double t = bench::median_us(
+                [&] {
+                  rnn.forward();
+                  rnn.backward();
+                },
+                T >= 16384 ? 2 : o.repeats, 1);
+            row(c, impl, "train_throughput", elems / t * 1e6, "elem/s");
+            best = std::max(best, elems / t * 1e6);
+          } catch (const Unsupported&) {
+            row(c, impl, "status", 0.0, "not_supported");
+          }
+        }
+        if (best > 0.0) {
+          row(c, "cudnn-best", "train_throughput", best, "elem/s");
+          row(c, "prnn-gilr_lstm", "speedup_over_cudnn_best", elems / us * 1e6 / best, "x");
+        }
+      }
+    }
+  }
+}
+
+}  // namespace prnn
