@@ -12,9 +12,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "prnn/dtype.h"
+#include "prnn/stream.h"
+#include "prnn/tensor.h"
 
 namespace prnn {
 
@@ -61,5 +64,77 @@ struct RnnParamOffsets {
 
 RnnParamOffsets rnn_param_offsets(const RnnDesc& desc, std::int64_t layer, int direction);
 std::int64_t rnn_param_count(const RnnDesc& desc);
+
+// ---- The recurrent layer ------------------------------------------------------------------------
+//
+// Algorithms:
+//   Persistent   one kernel per layer, W_hh on chip (src/persistent/); not implemented yet.
+//   GemmPerStep  the GEMM-RNN baseline (src/gemm_rnn/): W_ih·x for all T in one cuBLAS GEMM, then
+//                per step one GEMM h_{t-1}·W_hhᵀ and a fused bias + activation kernel, the step
+//                loop captured once into a CUDA graph and replayed; backward data per step in
+//                reverse, backward weights as GEMMs over all T·B rows. Vanilla cells, f32.
+//   Reference    the CPU reference (src/reference/rnn.h), host tensors, f32 or f64.
+//   Auto         host tensors: Reference; device tensors: the fastest that can run (today
+//                GemmPerStep); reason() says which and why.
+enum class RnnAlgo : std::uint8_t { Auto, Persistent, GemmPerStep, Reference };
+
+const char* to_string(RnnAlgo a);
+// Parses "auto", "persistent", "gemm_per_step", "reference"; throws InvalidArgument.
+RnnAlgo parse_rnn_algo(const std::string& name);
+
+// A multi-layer, optionally bidirectional RNN for one problem shape (steps T, batch B), on the
+// host (CPU reference) or one GPU. dtype = desc.weight_dtype for every tensor of every call.
+//   x, dx [T, B, I]; y, dy [T, B, D*H]; params, dparams [rnn_param_count(desc)];
+//   h0, hn, dhn, dh0 (and LSTM's c0, cn, dcn, dc0) [L*D, B, H].
+// Optional (an empty TensorView): h0 / c0 (zeros), hn / cn (not written), dhn / dcn (zeros),
+// dx / dh0 / dc0 (not computed). c0, cn, dcn, dc0 must be empty unless the cell is LSTM.
+// Gradient outputs are overwritten, not accumulated.
+// Training protocol: forward() keeps a reserve (pre-activations and the hidden states of every
+// layer); backward_data() is the backward of the most recent forward() and must get the same
+// params; it leaves the gradients of the pre-activations in the reserve, which
+// backward_weights() turns into dparams, given the same x and h0 (and c0) as that forward.
+// The constructor allocates everything (the reserve, a cuBLAS handle and its workspace, a
+// capture stream); calls do not allocate device memory. A GPU call captures its step loop into a
+// CUDA graph the first time it sees a set of tensor pointers and replays it while they stay the
+// same (new pointers: one re-capture). Calls are asynchronous on `stream` (host tensors:
+// synchronous, `stream` unused). Calls on one Rnn must not overlap; results are deterministic.
+// Throws InvalidArgument for bad arguments (naming the argument, expected and given),
+// Unsupported when the algorithm cannot run the problem (the reason of can_implement).
+class Rnn {
+ public:
+  Rnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, Device device,
+      RnnAlgo algo = RnnAlgo::Auto);
+  ~Rnn();
+  Rnn(Rnn&&) noexcept;
+  Rnn& operator=(Rnn&&) noexcept;
+
+  // Empty when `algo` can run this problem on `device` in this build; otherwise the reason.
+  // Throws InvalidArgument for a bad desc, steps or batch.
+  static std::string can_implement(const RnnDesc& desc, std::int64_t steps, std::int64_t batch,
+                                   Device device, RnnAlgo algo);
+
+  const RnnDesc& desc() const;
+  std::int64_t steps() const;
+  std::int64_t batch() const;
+  Device device() const;
+  RnnAlgo algo() const;               // the algorithm that runs (Auto resolved)
+  const std::string& reason() const;  // why it was picked
+
+  // Training-mode forward: y (and hn, cn) from x, params, h0 (c0); keeps the reserve.
+  void forward(const TensorView& x, const TensorView& params, const TensorView& h0,
+               const TensorView& c0, const TensorView& y, const TensorView& hn,
+               const TensorView& cn, cudaStream_t stream = nullptr);
+  // dx, dh0 (dc0) from dy, dhn (dcn) through the reserve of the last forward (same params).
+  void backward_data(const TensorView& params, const TensorView& dy, const TensorView& dhn,
+                     const TensorView& dcn, const TensorView& dx, const TensorView& dh0,
+                     const TensorView& dc0, cudaStream_t stream = nullptr);
+  // dparams (overwritten) of the last forward / backward_data pair (same x, h0, c0).
+  void backward_weights(const TensorView& x, const TensorView& h0, const TensorView& c0,
+                        const TensorView& dparams, cudaStream_t stream = nullptr);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace prnn

@@ -1,0 +1,330 @@
+// The GEMM-RNN's host side: the reserve, the cuBLAS calls of every step, the step-kernel
+// launches, and the CUDA graphs they are captured into (algorithm in gemm_rnn.h).
+#if PRNN_WITH_CUDA
+
+#include "gemm_rnn/gemm_rnn.h"
+
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+#include "core/check.h"
+#include "core/cuda_check.h"
+
+namespace prnn::gemm_rnn {
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+std::size_t f32_bytes(std::int64_t n) { return static_cast<std::size_t>(n) * sizeof(float); }
+
+Activation activation_of(Cell cell) {
+  switch (cell) {
+    case Cell::ReLU: return Activation::ReLU;
+    case Cell::ClippedReLU: return Activation::ClippedReLU;
+    case Cell::Tanh: return Activation::Tanh;
+    case Cell::GRU:
+    case Cell::LSTM: break;
+  }
+  PRNN_ASSERT(false);
+  return Activation::ReLU;
+}
+
+// Row-major C[M, N] = op(A)[M, K] · op(B)[K, N] + beta·C in fp32; lda, ldb, ldc are the row
+// strides of the stored matrices (A is [M, K], or [K, M] when transposed). cuBLAS is
+// column-major, so this computes Cᵀ = op(B)ᵀ · op(A)ᵀ.
+void gemm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
+          const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
+          std::int64_t ldc) {
+  PRNN_ASSERT(M > 0 && N > 0 && K > 0);
+  const float one = 1.0f;
+  PRNN_CUBLAS_CHECK(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                static_cast<int>(N), static_cast<int>(M), static_cast<int>(K),
+                                &one, B, static_cast<int>(ldb), A, static_cast<int>(lda), &beta, C,
+                                static_cast<int>(ldc)));
+}
+
+}  // namespace
+
+std::string can_implement(const RnnDesc& desc, std::int64_t steps, std::int64_t batch) {
+  if (gate_count(desc.cell) != 1)
+    return fmt::format("{} on the GPU is not implemented yet (the GEMM-RNN runs relu, "
+                       "clipped_relu and tanh); the CPU reference runs it on host tensors",
+                       to_string(desc.cell));
+  if (desc.weight_dtype != DType::F32)
+    return fmt::format("the GEMM-RNN takes f32 weights, got {} (16-bit weights are not "
+                       "implemented yet)",
+                       to_string(desc.weight_dtype));
+  const std::int64_t H = desc.hidden_size, DH = desc.directions() * H;
+  const std::int64_t widest = std::max(desc.input_size, DH);
+  if (steps * batch > INT32_MAX || batch * H > INT32_MAX || widest > INT32_MAX)
+    return fmt::format("cuBLAS takes 32-bit sizes: steps x batch = {}, batch x hidden = {}, "
+                       "widest input = {} (each must be < 2^31)",
+                       steps * batch, batch * H, widest);
+  return {};
+}
+
+// ---- CachedGraph ---------------------------------------------------------------------------
+
+CachedGraph::~CachedGraph() { reset(); }
+
+void CachedGraph::reset() noexcept {
+  if (exec_ != nullptr) PRNN_CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(exec_));
+  exec_ = nullptr;
+  key_ = {};
+}
+
+void CachedGraph::end_capture(cudaStream_t capture, const Key& key) {
+  cudaGraph_t graph = nullptr;
+  PRNN_CUDA_CHECK(cudaStreamEndCapture(capture, &graph));
+  bool updated = false;
+  if (exec_ != nullptr) {
+    // Same topology (same T, L, D; cuBLAS picked the same kernels): patch the parameters.
+    cudaGraphExecUpdateResultInfo info{};
+    updated = cudaGraphExecUpdate(exec_, graph, &info) == cudaSuccess;
+    if (!updated) {
+      (void)cudaGetLastError();  // the failed update is not an error: instantiate instead
+      reset();
+    }
+  }
+  if (!updated) {
+    const cudaError_t err = cudaGraphInstantiate(&exec_, graph, 0);
+    if (err != cudaSuccess) {
+      exec_ = nullptr;
+      PRNN_CUDA_CHECK_NOTHROW(cudaGraphDestroy(graph));
+      PRNN_CUDA_CHECK(err);
+    }
+  }
+  PRNN_CUDA_CHECK_NOTHROW(cudaGraphDestroy(graph));
+  key_ = key;
+}
+
+void CachedGraph::abandon_capture(cudaStream_t capture) noexcept {
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamEndCapture(capture, &graph) == cudaSuccess && graph != nullptr)
+    (void)cudaGraphDestroy(graph);
+  (void)cudaGetLastError();
+  reset();
+}
+
+void CachedGraph::launch(cudaStream_t stream) const {
+  PRNN_ASSERT(exec_ != nullptr);
+  PRNN_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+}
+
+// ---- GemmRnn -------------------------------------------------------------------------------
+
+struct GemmRnn::Blas {
+  cublasHandle_t handle = nullptr;
+  DeviceBuffer workspace;
+  Blas() { PRNN_CUBLAS_CHECK(cublasCreate(&handle)); }
+  ~Blas() {
+    if (handle != nullptr) (void)cublasDestroy(handle);
+  }
+  Blas(const Blas&) = delete;
+  Blas& operator=(const Blas&) = delete;
+};
+
+GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, int device)
+    : desc_(desc),
+      act_(activation_of(desc.cell)),
+      T_(steps),
+      B_(batch),
+      H_(desc.hidden_size),
+      L_(desc.layers),
+      D_(desc.directions()) {
+  PRNN_CUDA_CHECK(cudaSetDevice(device));
+  for (std::int64_t l = 0; l < L_; ++l)
+    for (int d = 0; d < D_; ++d) offsets_.push_back(rnn_param_offsets(desc, l, d));
+  const std::int64_t TBH = T_ * B_ * H_;
+  pre_ = DeviceBuffer(f32_bytes(L_ * D_ * TBH));
+  dpre_ = DeviceBuffer(f32_bytes(L_ * D_ * TBH));
+  y_ = DeviceBuffer(f32_bytes(L_ * D_ * TBH));
+  if (L_ > 1)
+    for (DeviceBuffer& b : dlayer_) b = DeviceBuffer(f32_bytes(D_ * TBH));
+  dh_ = DeviceBuffer(f32_bytes(B_ * H_));
+  ones_ = DeviceBuffer(f32_bytes(T_ * B_));
+  const std::vector<float> host_ones(static_cast<std::size_t>(T_ * B_), 1.0f);
+  ones_.copy_from_host(host_ones.data(), f32_bytes(T_ * B_));
+
+  // PEDANTIC math keeps fp32 GEMMs in fp32 (no TF32, no emulation, whatever the environment
+  // says); the workspace is ours, so neither calls nor graph captures allocate.
+  blas_ = std::make_unique<Blas>();
+  PRNN_CUBLAS_CHECK(cublasSetMathMode(blas_->handle, CUBLAS_PEDANTIC_MATH));
+  int major = 0;
+  PRNN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  blas_->workspace = DeviceBuffer(major >= 9 ? 32 * kMiB : 4 * kMiB);  // cuBLAS's recommendation
+  PRNN_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
+}
+
+GemmRnn::~GemmRnn() {
+  if (capture_ != nullptr) PRNN_CUDA_CHECK_NOTHROW(cudaStreamDestroy(capture_));
+}
+
+void GemmRnn::bind_blas(cudaStream_t s) {
+  PRNN_CUBLAS_CHECK(cublasSetStream(blas_->handle, s));
+  PRNN_CUBLAS_CHECK(
+      cublasSetWorkspace(blas_->handle, blas_->workspace.data(), blas_->workspace.bytes()));
+}
+
+void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
+  const std::int64_t BH = B_ * H_, DH = D_ * H_;
+  cublasHandle_t h = blas_->handle;
+  for (std::int64_t l = 0; l < L_; ++l) {
+    const std::int64_t I = desc_.layer_input_size(l);
+    const float* in = l == 0 ? a.x : layer_out(l - 1);  // [T, B, I]
+    float* Y = layer_out(l);                               // [T, B, D·H]
+    for (int d = 0; d < D_; ++d) {
+      const RnnParamOffsets& o = offsets(l, d);
+      float* A = pre(l, d);  // [T, B, H]
+      gemm(h, false, true, T_ * B_, H_, I, in, I, a.params + o.w_ih, I, 0.0f, A, H_);
+      for (std::int64_t step = 0; step < T_; ++step) {
+        const std::int64_t t = time_of(d, step);
+        const float* h_prev = nullptr;  // [B, H] rows ld apart; null: zeros
+        std::int64_t ld = DH;
+        if (step > 0) {
+          h_prev = Y + time_of(d, step - 1) * B_ * DH + d * H_;
+        } else if (a.h0 != nullptr) {
+          h_prev = a.h0 + (l * D_ + d) * BH;
+          ld = H_;
+        }
+        if (h_prev != nullptr)
+          gemm(h, false, true, B_, H_, H_, h_prev, ld, a.params + o.w_hh, H_, 1.0f, A + t * BH, H_);
+        ForwardStepParams p;
+        p.batch = static_cast<std::int32_t>(B_);
+        p.hidden = static_cast<std::int32_t>(H_);
+        p.pre = A + t * BH;
+        p.b_ih = a.params + o.b_ih;
+        p.b_hh = a.params + o.b_hh;
+        p.out = Y + t * B_ * DH + d * H_;
+        p.out2 = l == L_ - 1 ? a.y + t * B_ * DH + d * H_ : nullptr;
+        p.out_stride = DH;
+        p.hn = step == T_ - 1 && a.hn != nullptr ? a.hn + (l * D_ + d) * BH : nullptr;
+        launch_forward_step(act_, p, s);
+      }
+    }
+  }
+}
+
+void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
+  const std::int64_t BH = B_ * H_, DH = D_ * H_;
+  cublasHandle_t h = blas_->handle;
+  const float* dout = a.dy;  // dL/d(output of layer l), [T, B, D·H]
+  for (std::int64_t l = L_ - 1; l >= 0; --l) {
+    const std::int64_t I = desc_.layer_input_size(l);
+    // dL/d(input of layer l): the user's dx for layer 0 (null: not wanted), else a buffer.
+    float* din = l == 0 ? a.dx : dlayer_[l % 2].data_as<float>();
+    for (int d = 0; d < D_; ++d) {
+      const RnnParamOffsets& o = offsets(l, d);
+      const float* A = pre(l, d);
+      float* dA = dpre(l, d);
+      for (std::int64_t step = T_ - 1; step >= 0; --step) {  // reverse processing order
+        const std::int64_t t = time_of(d, step);
+        const float* dh = nullptr;  // dL/dh_t through the step after it
+        if (step == T_ - 1) {
+          dh = a.dhn != nullptr ? a.dhn + (l * D_ + d) * BH : nullptr;
+        } else {
+          gemm(h, false, false, B_, H_, H_, dA + time_of(d, step + 1) * BH, H_, a.params + o.w_hh,
+               H_, 0.0f, dh_.data_as<float>(), H_);
+          dh = dh_.data_as<const float>();
+        }
+        BackwardStepParams p;
+        p.batch = static_cast<std::int32_t>(B_);
+        p.hidden = static_cast<std::int32_t>(H_);
+        p.pre = A + t * BH;
+        p.dy = dout + t * B_ * DH + d * H_;
+        p.dy_stride = DH;
+        p.dh = dh;
+        p.dpre = dA + t * BH;
+        launch_backward_step(act_, p, s);
+      }
+      if (a.dh0 != nullptr)
+        gemm(h, false, false, B_, H_, H_, dA + time_of(d, 0) * BH, H_, a.params + o.w_hh, H_,
+             0.0f, a.dh0 + (l * D_ + d) * BH, H_);
+    }
+    if (din != nullptr)
+      for (int d = 0; d < D_; ++d)
+        gemm(h, false, false, T_ * B_, I, H_, dpre(l, d), H_, a.params + offsets(l, d).w_ih, I,
+             d == 0 ? 0.0f : 1.0f, din, I);
+    dout = din;
+  }
+}
+
+void GemmRnn::forward(const ForwardArgs& args, cudaStream_t stream) {
+  const CachedGraph::Key key{args.x, args.params, args.h0, args.y, args.hn};
+  if (!forward_graph_.matches(key)) {
+    bind_blas(capture_);
+    PRNN_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue_forward(args, capture_);
+    } catch (...) {
+      forward_graph_.abandon_capture(capture_);
+      throw;
+    }
+    forward_graph_.end_capture(capture_, key);
+  }
+  forward_graph_.launch(stream);
+}
+
+void GemmRnn::backward_data(const BackwardDataArgs& args, cudaStream_t stream) {
+  const CachedGraph::Key key{args.params, args.dy, args.dhn, args.dx, args.dh0};
+  if (!backward_graph_.matches(key)) {
+    bind_blas(capture_);
+    PRNN_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue_backward_data(args, capture_);
+    } catch (...) {
+      backward_graph_.abandon_capture(capture_);
+      throw;
+    }
+    backward_graph_.end_capture(capture_, key);
+  }
+  backward_graph_.launch(stream);
+}
+
+// A few large GEMMs, issued directly on the caller's stream (no step loop to capture).
+void GemmRnn::backward_weights(const BackwardWeightsArgs& a, cudaStream_t stream) {
+  const std::int64_t BH = B_ * H_, DH = D_ * H_, TB = T_ * B_;
+  bind_blas(stream);
+  cublasHandle_t h = blas_->handle;
+  for (std::int64_t l = 0; l < L_; ++l) {
+    const std::int64_t I = desc_.layer_input_size(l);
+    const float* in = l == 0 ? a.x : layer_out(l - 1);
+    const float* Y = layer_out(l);
+    for (int d = 0; d < D_; ++d) {
+      const RnnParamOffsets& o = offsets(l, d);
+      const float* dA = dpre(l, d);
+      float* dW_hh = a.dparams + o.w_hh;
+      gemm(h, true, false, H_, I, TB, dA, H_, in, I, 0.0f, a.dparams + o.w_ih, I);
+      // dW_hh = Σ_t dA[t]ᵀ · h_{t-1}: the step at time t follows time t-1 (forward) or t+1
+      // (reverse), whose output is a row block of Y; the first step's h_{t-1} is h0.
+      float beta = 0.0f;
+      if (T_ > 1) {
+        const float* dA_rows = d == 0 ? dA + BH : dA;                     // t = 1..T-1 | 0..T-2
+        const float* h_rows = (d == 0 ? Y : Y + B_ * DH) + d * H_;        // t = 0..T-2 | 1..T-1
+        gemm(h, true, false, H_, H_, (T_ - 1) * B_, dA_rows, H_, h_rows, DH, 0.0f, dW_hh, H_);
+        beta = 1.0f;
+      }
+      if (a.h0 != nullptr) {
+        gemm(h, true, false, H_, H_, B_, dA + time_of(d, 0) * BH, H_, a.h0 + (l * D_ + d) * BH,
+             H_, beta, dW_hh, H_);
+        beta = 1.0f;
+      }
+      if (beta == 0.0f)  // T = 1 without h0: h_{t-1} = 0
+        PRNN_CUDA_CHECK(cudaMemsetAsync(dW_hh, 0, f32_bytes(H_ * H_), stream));
+      // db_ih = Σ over T·B rows of dA (column-major [H, T·B] times ones); db_hh is the same.
+      const float one = 1.0f, zero = 0.0f;
+      PRNN_CUBLAS_CHECK(cublasSgemv(h, CUBLAS_OP_N, static_cast<int>(H_), static_cast<int>(TB),
+                                    &one, dA, static_cast<int>(H_), ones_.data_as<const float>(),
+                                    1, &zero, a.dparams + o.b_ih, 1));
+      PRNN_CUDA_CHECK(cudaMemcpyAsync(a.dparams + o.b_hh, a.dparams + o.b_ih, f32_bytes(H_),
+                                      cudaMemcpyDeviceToDevice, stream));
+    }
+  }
+}
+
+}  // namespace prnn::gemm_rnn
+
+#endif  // PRNN_WITH_CUDA

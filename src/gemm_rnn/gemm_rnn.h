@@ -1,0 +1,130 @@
+// The GEMM-RNN (the Persistent RNNs paper's baseline, and the fallback when W_hh does not fit on
+// chip): cuBLAS GEMMs plus one elementwise kernel per step, for the vanilla cells in fp32.
+//
+// Forward, per layer l and direction d (time reversed for d = 1), a = pre-activation:
+//   A[t] = in_t · W_ihᵀ                 all T steps in one GEMM    [T·B, I_l] x [I_l, H]
+//   A[t] += h_{t-1} · W_hhᵀ             one GEMM per step          [B, H] x [H, H]
+//   A[t] += b_ih + b_hh; h_t = act(A[t])  step kernel (step_kernels.h), stores h_t into Y[l]
+// Backward data, layers top-down, per direction the steps in reverse processing order:
+//   dA[t] = (dY[t] + dA[t+1] · W_hh) ⊙ act'(A[t])   one GEMM + the step kernel per step
+//   dh0 = dA[first] · W_hh;  d(in) = Σ_d dA · W_ih   one GEMM over all T·B rows
+// Backward weights, GEMMs over all T·B rows:
+//   dW_ih = dAᵀ · in;  dW_hh = dAᵀ · h_{t-1} (Y[l] shifted by one step, plus h0 at the first);
+//   db_ih = db_hh = Σ_rows dA (a GEMV with ones).
+// The step loops of forward and backward data are captured once into a CUDA graph (on a private
+// stream) and replayed on the caller's stream while the tensor pointers stay the same.
+//
+// Reserve (fp32): A, dA [L·D, T, B, H]; Y [L, T, B, D·H] (every layer's output, the last one
+// also written to the user's y); two [T, B, D·H] buffers for the gradient flowing between
+// layers (L > 1); one [B, H] scratch for dA[t+1] · W_hh.
+// cuBLAS: PEDANTIC math (fp32, no TF32), its workspace owned here (set after every
+// cublasSetStream), so neither calls nor captures allocate.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gemm_rnn/step_kernels.h"
+#include "prnn/rnn.h"
+#include "prnn/tensor.h"
+
+namespace prnn::gemm_rnn {
+
+// Empty when the GEMM-RNN can run the problem (vanilla cell, f32, 32-bit cuBLAS sizes);
+// otherwise the reason. desc, steps and batch must already be valid.
+std::string can_implement(const RnnDesc& desc, std::int64_t steps, std::int64_t batch);
+
+// A CUDA graph captured from a sequence of launches and replayed while the key (the tensor
+// pointers the launches bake in) stays the same.
+class CachedGraph {
+ public:
+  using Key = std::array<const void*, 5>;
+  CachedGraph() = default;
+  ~CachedGraph();
+  CachedGraph(const CachedGraph&) = delete;
+  CachedGraph& operator=(const CachedGraph&) = delete;
+
+  bool matches(const Key& key) const { return exec_ != nullptr && key == key_; }
+  // Ends a capture begun on `capture` and keeps its graph for `key` (updating the executable
+  // graph in place when the topology allows, else instantiating a new one).
+  void end_capture(cudaStream_t capture, const Key& key);
+  // Ends a capture after a failure and forgets the cached graph (nothrow).
+  void abandon_capture(cudaStream_t capture) noexcept;
+  void launch(cudaStream_t stream) const;
+
+ private:
+  void reset() noexcept;
+  cudaGraphExec_t exec_ = nullptr;
+  Key key_{};
+};
+
+// Raw fp32 device pointers, validated by prnn::Rnn; nullable ones as in prnn/rnn.h.
+struct ForwardArgs {
+  const float* x = nullptr;
+  const float* params = nullptr;
+  const float* h0 = nullptr;
+  float* y = nullptr;
+  float* hn = nullptr;
+};
+
+struct BackwardDataArgs {
+  const float* params = nullptr;
+  const float* dy = nullptr;
+  const float* dhn = nullptr;
+  float* dx = nullptr;
+  float* dh0 = nullptr;
+};
+
+struct BackwardWeightsArgs {
+  const float* x = nullptr;
+  const float* h0 = nullptr;
+  float* dparams = nullptr;
+};
+
+class GemmRnn {
+ public:
+  // Allocates the reserve, the cuBLAS handle and workspace and the capture stream on `device`.
+  GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, int device);
+  ~GemmRnn();
+  GemmRnn(const GemmRnn&) = delete;
+  GemmRnn& operator=(const GemmRnn&) = delete;
+
+  void forward(const ForwardArgs& args, cudaStream_t stream);
+  void backward_data(const BackwardDataArgs& args, cudaStream_t stream);
+  void backward_weights(const BackwardWeightsArgs& args, cudaStream_t stream);
+
+ private:
+  struct Blas;
+  // The launches of one call, in order, on `s` (the capture stream).
+  void enqueue_forward(const ForwardArgs& args, cudaStream_t s);
+  void enqueue_backward_data(const BackwardDataArgs& args, cudaStream_t s);
+  void bind_blas(cudaStream_t s);
+
+  // Time of the s-th step processed by direction d: forward 0..T-1, reverse T-1..0.
+  std::int64_t time_of(int d, std::int64_t s) const { return d == 0 ? s : T_ - 1 - s; }
+  const RnnParamOffsets& offsets(std::int64_t l, int d) const {
+    return offsets_[static_cast<std::size_t>(l * D_ + d)];
+  }
+  float* pre(std::int64_t l, int d) const { return pre_.data_as<float>() + (l * D_ + d) * T_ * B_ * H_; }
+  float* dpre(std::int64_t l, int d) const {
+    return dpre_.data_as<float>() + (l * D_ + d) * T_ * B_ * H_;
+  }
+  float* layer_out(std::int64_t l) const { return y_.data_as<float>() + l * T_ * B_ * D_ * H_; }
+
+  RnnDesc desc_;
+  Activation act_ = Activation::ReLU;
+  std::int64_t T_ = 0, B_ = 0, H_ = 0, L_ = 0;
+  int D_ = 1;
+  std::vector<RnnParamOffsets> offsets_;  // [L·D]
+  DeviceBuffer pre_, dpre_, y_, dlayer_[2], dh_, ones_;
+  std::unique_ptr<Blas> blas_;
+  cudaStream_t capture_ = nullptr;
+  CachedGraph forward_graph_, backward_graph_;
+};
+
+}  // namespace prnn::gemm_rnn

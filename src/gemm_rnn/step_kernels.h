@@ -1,0 +1,47 @@
+// Host-side entry points of the GEMM-RNN's elementwise step kernels (step_kernels.cu). Each runs
+// once per timestep, right after that step's cuBLAS GEMM, over one layer and direction's [B, H]
+// slice; together with the GEMMs they make one step of the vanilla RNN.
+//
+//   forward:   a_t += b_ih + b_hh        (a_t = W_ih x_t + W_hh h_{t-1}, from the GEMMs)
+//              h_t = act(a_t)            stored to out (and out2, hn when given)
+//   backward:  da_t = (dy_t + dh) ⊙ act'(a_t)     dh = dL/dh_t through the next step (nullable)
+//
+// act: relu, min(max(a, 0), 20) (clipped relu) or tanh (prnn/rnn.h). All tensors fp32, rows of
+// H elements with the row strides given; no aliasing between inputs and outputs except the
+// in-place a_t.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace prnn::gemm_rnn {
+
+enum class Activation : std::uint8_t { ReLU, ClippedReLU, Tanh };
+
+struct ForwardStepParams {
+  std::int32_t batch = 0;   // B rows
+  std::int32_t hidden = 0;  // H columns
+  float* pre = nullptr;     // [B, H] a_t, in place: GEMM output in, full pre-activation out
+  const float* b_ih = nullptr;  // [H]
+  const float* b_hh = nullptr;  // [H]
+  float* out = nullptr;         // [B, H] rows out_stride apart: h_t (the reserve)
+  float* out2 = nullptr;        // nullable, rows out_stride apart: h_t again (the user's y)
+  std::int64_t out_stride = 0;
+  float* hn = nullptr;          // nullable, [B, H] contiguous: h_t again (the last step's hn)
+};
+
+struct BackwardStepParams {
+  std::int32_t batch = 0;
+  std::int32_t hidden = 0;
+  const float* pre = nullptr;  // [B, H] a_t
+  const float* dy = nullptr;   // [B, H] rows dy_stride apart: dL/dh_t from the layer above
+  std::int64_t dy_stride = 0;
+  const float* dh = nullptr;   // nullable, [B, H] contiguous: dL/dh_t through step t+1
+  float* dpre = nullptr;       // [B, H] da_t
+};
+
+void launch_forward_step(Activation act, const ForwardStepParams& p, cudaStream_t stream);
+void launch_backward_step(Activation act, const BackwardStepParams& p, cudaStream_t stream);
+
+}  // namespace prnn::gemm_rnn

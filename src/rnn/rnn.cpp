@@ -1,0 +1,324 @@
+// prnn::Rnn: argument checks, algorithm choice, and dispatch. Host tensors run the CPU
+// reference (src/reference/rnn.h); device tensors run the GEMM-RNN (src/gemm_rnn/). The
+// persistent kernels (src/persistent/) are not implemented yet: can_implement says so and Auto
+// picks the GEMM-RNN.
+//
+// Host path: the reference has no reserve (its backward recomputes the forward), so forward()
+// keeps copies of x, h0, c0 in host buffers sized by the constructor, backward_data() runs the
+// reference backward on them and keeps dparams, and backward_weights() hands dparams out.
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "core/check.h"
+#include "prnn/device.h"
+#include "prnn/rnn.h"
+#include "reference/rnn.h"
+
+#if PRNN_WITH_CUDA
+#include "gemm_rnn/gemm_rnn.h"
+#endif
+
+namespace prnn {
+
+const char* to_string(RnnAlgo a) {
+  switch (a) {
+    case RnnAlgo::Auto: return "auto";
+    case RnnAlgo::Persistent: return "persistent";
+    case RnnAlgo::GemmPerStep: return "gemm_per_step";
+    case RnnAlgo::Reference: return "reference";
+  }
+  return "?";
+}
+
+RnnAlgo parse_rnn_algo(const std::string& name) {
+  for (RnnAlgo a : {RnnAlgo::Auto, RnnAlgo::Persistent, RnnAlgo::GemmPerStep, RnnAlgo::Reference})
+    if (name == to_string(a)) return a;
+  throw InvalidArgument(fmt::format(
+      "rnn algorithm: expected auto, persistent, gemm_per_step or reference, got '{}'", name));
+}
+
+namespace {
+
+// The shapes every call checks against.
+struct Shapes {
+  Shape x, y, state, params;
+};
+
+Shapes shapes_of(const RnnDesc& d, std::int64_t T, std::int64_t B) {
+  const std::int64_t LD = d.layers * d.directions(), H = d.hidden_size;
+  return {{T, B, d.input_size}, {T, B, d.directions() * H}, {LD, B, H}, {rnn_param_count(d)}};
+}
+
+// Host bytes of n elements of `dtype`.
+std::vector<std::byte> host_buffer(std::int64_t n, DType dtype) {
+  return std::vector<std::byte>(static_cast<std::size_t>(n) * size_of(dtype));
+}
+
+template <class T>
+const T* ptr_or_null(const TensorView& t) {
+  return t.empty() ? nullptr : t.data_as<const T>();
+}
+template <class T>
+T* out_or_null(const TensorView& t) {
+  return t.empty() ? nullptr : t.data_as<T>();
+}
+
+#if PRNN_WITH_CUDA
+const float* f32_or_null(const TensorView& t) { return ptr_or_null<float>(t); }
+float* f32_out_or_null(const TensorView& t) { return out_or_null<float>(t); }
+#endif
+
+}  // namespace
+
+struct Rnn::Impl {
+  RnnDesc desc;
+  std::int64_t steps = 0, batch = 0;
+  Device device;
+  RnnAlgo algo = RnnAlgo::Reference;
+  std::string reason;
+  Shapes shapes;
+  bool have_forward = false;        // a forward() filled the reserve
+  bool have_backward_data = false;  // a backward_data() followed it
+  bool forward_had_h0 = false, forward_had_c0 = false;
+
+  // Host path: the last forward's x, h0, c0 (and whether h0, c0 were given) and the dparams
+  // of the last backward_data.
+  std::vector<std::byte> host_x, host_h0, host_c0, host_dparams;
+  bool host_has_h0 = false, host_has_c0 = false;
+
+#if PRNN_WITH_CUDA
+  std::unique_ptr<gemm_rnn::GemmRnn> gemm;
+#endif
+
+  DType dtype() const { return desc.weight_dtype; }
+  bool on_host() const { return device.kind == MemoryKind::Host; }
+  bool lstm() const { return has_cell_state(desc.cell); }
+
+  void check_required(const TensorView& t, const char* name, const Shape& shape) const {
+    check_not_null(t, name);
+    check_shape(t, name, shape);
+    check_dtype(t, name, dtype());
+    check_device(t, name, device);
+    check_contiguous(t, name);
+  }
+  void check_optional(const TensorView& t, const char* name, const Shape& shape) const {
+    if (!t.empty()) check_required(t, name, shape);
+  }
+  // c0, cn, dcn, dc0: optional for LSTM, absent for every other cell.
+  void check_cell_state(const TensorView& t, const char* name) const {
+    if (lstm()) return check_optional(t, name, shapes.state);
+    PRNN_EXPECT(t.empty(), "{}: expected an empty view ({} has no cell state), got a {} tensor",
+                name, to_string(desc.cell), to_string(t.shape()));
+  }
+
+  template <class T>
+  void host_forward(const TensorView& x, const TensorView& params, const TensorView& h0,
+                    const TensorView& c0, const TensorView& y, const TensorView& hn,
+                    const TensorView& cn);
+  template <class T>
+  void host_backward_data(const TensorView& params, const TensorView& dy, const TensorView& dhn,
+                          const TensorView& dcn, const TensorView& dx, const TensorView& dh0,
+                          const TensorView& dc0);
+};
+
+std::string Rnn::can_implement(const RnnDesc& desc, std::int64_t steps, std::int64_t batch,
+                               Device device, RnnAlgo algo) {
+  desc.validate();
+  check_positive(steps, "Rnn steps");
+  check_positive(batch, "Rnn batch");
+  if (device.kind == MemoryKind::Host) {
+    if (algo != RnnAlgo::Auto && algo != RnnAlgo::Reference)
+      return fmt::format("{} runs on the GPU; host tensors use the reference", to_string(algo));
+    if (desc.weight_dtype != DType::F32 && desc.weight_dtype != DType::F64)
+      return fmt::format("the CPU reference takes f32 or f64, got {}",
+                         to_string(desc.weight_dtype));
+    return {};
+  }
+  if (algo == RnnAlgo::Reference) return "the reference runs on host tensors only";
+#if PRNN_WITH_CUDA
+  if (algo == RnnAlgo::Persistent)
+    return "persistent RNN kernels are not implemented yet; gemm_per_step runs this problem";
+  const int count = device_count();
+  if (count == 0) return "no GPU: " + no_device_reason();
+  if (device.index < 0 || device.index >= count)
+    return fmt::format("GPU {} does not exist (this machine has {})", device.index, count);
+  return gemm_rnn::can_implement(desc, steps, batch);
+#else
+  return "prnn was built without CUDA (PRNN_CUDA=OFF)";
+#endif
+}
+
+Rnn::Rnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, Device device,
+         RnnAlgo algo)
+    : impl_(std::make_unique<Impl>()) {
+  const std::string why_not = can_implement(desc, steps, batch, device, algo);
+  if (!why_not.empty()) throw Unsupported(fmt::format("Rnn ({})", to_string(algo)), why_not);
+  Impl& s = *impl_;
+  s.desc = desc;
+  s.steps = steps;
+  s.batch = batch;
+  s.device = device;
+  s.shapes = shapes_of(desc, steps, batch);
+  if (s.on_host()) {
+    s.algo = RnnAlgo::Reference;
+    s.reason = "host tensors: the CPU reference";
+    s.host_x = host_buffer(s.shapes.x.numel(), s.dtype());
+    s.host_h0 = host_buffer(s.shapes.state.numel(), s.dtype());
+    if (s.lstm()) s.host_c0 = host_buffer(s.shapes.state.numel(), s.dtype());
+    s.host_dparams = host_buffer(s.shapes.params.numel(), s.dtype());
+    return;
+  }
+#if PRNN_WITH_CUDA
+  s.algo = RnnAlgo::GemmPerStep;
+  s.reason = algo == RnnAlgo::Auto
+                 ? "auto: gemm_per_step (persistent kernels are not implemented yet)"
+                 : "requested";
+  s.gemm = std::make_unique<gemm_rnn::GemmRnn>(desc, steps, batch, device.index);
+#endif
+}
+
+Rnn::~Rnn() = default;
+Rnn::Rnn(Rnn&&) noexcept = default;
+Rnn& Rnn::operator=(Rnn&&) noexcept = default;
+
+const RnnDesc& Rnn::desc() const { return impl_->desc; }
+std::int64_t Rnn::steps() const { return impl_->steps; }
+std::int64_t Rnn::batch() const { return impl_->batch; }
+Device Rnn::device() const { return impl_->device; }
+RnnAlgo Rnn::algo() const { return impl_->algo; }
+const std::string& Rnn::reason() const { return impl_->reason; }
+
+template <class T>
+void Rnn::Impl::host_forward(const TensorView& x, const TensorView& params, const TensorView& h0,
+                             const TensorView& c0, const TensorView& y, const TensorView& hn,
+                             const TensorView& cn) {
+  std::memcpy(host_x.data(), x.data(), host_x.size());
+  host_has_h0 = !h0.empty();
+  if (host_has_h0) std::memcpy(host_h0.data(), h0.data(), host_h0.size());
+  host_has_c0 = lstm() && !c0.empty();
+  if (host_has_c0) std::memcpy(host_c0.data(), c0.data(), host_c0.size());
+  reference::rnn_forward<T>(desc, steps, batch, x.data_as<const T>(), ptr_or_null<T>(h0),
+                            ptr_or_null<T>(c0), params.data_as<const T>(), y.data_as<T>(),
+                            out_or_null<T>(hn), out_or_null<T>(cn));
+}
+
+template <class T>
+void Rnn::Impl::host_backward_data(const TensorView& params, const TensorView& dy,
+                                   const TensorView& dhn, const TensorView& dcn,
+                                   const TensorView& dx, const TensorView& dh0,
+                                   const TensorView& dc0) {
+  reference::rnn_backward<T>(
+      desc, steps, batch, reinterpret_cast<const T*>(host_x.data()),
+      host_has_h0 ? reinterpret_cast<const T*>(host_h0.data()) : nullptr,
+      host_has_c0 ? reinterpret_cast<const T*>(host_c0.data()) : nullptr,
+      params.data_as<const T>(), dy.data_as<const T>(), ptr_or_null<T>(dhn), ptr_or_null<T>(dcn),
+      out_or_null<T>(dx), out_or_null<T>(dh0), out_or_null<T>(dc0),
+      reinterpret_cast<T*>(host_dparams.data()));
+}
+
+void Rnn::forward(const TensorView& x, const TensorView& params, const TensorView& h0,
+                  const TensorView& c0, const TensorView& y, const TensorView& hn,
+                  const TensorView& cn, cudaStream_t stream) {
+  Impl& s = *impl_;
+  s.check_required(x, "x", s.shapes.x);
+  s.check_required(params, "params", s.shapes.params);
+  s.check_optional(h0, "h0", s.shapes.state);
+  s.check_cell_state(c0, "c0");
+  s.check_required(y, "y", s.shapes.y);
+  s.check_optional(hn, "hn", s.shapes.state);
+  s.check_cell_state(cn, "cn");
+  s.have_forward = false;
+  s.have_backward_data = false;
+  s.forward_had_h0 = !h0.empty();
+  s.forward_had_c0 = !c0.empty();
+  if (s.on_host()) {
+    if (s.dtype() == DType::F64)
+      s.host_forward<double>(x, params, h0, c0, y, hn, cn);
+    else
+      s.host_forward<float>(x, params, h0, c0, y, hn, cn);
+    s.have_forward = true;
+    return;
+  }
+#if PRNN_WITH_CUDA
+  gemm_rnn::ForwardArgs a;
+  a.x = x.data_as<const float>();
+  a.params = params.data_as<const float>();
+  a.h0 = f32_or_null(h0);
+  a.y = y.data_as<float>();
+  a.hn = f32_out_or_null(hn);
+  s.gemm->forward(a, stream);
+  s.have_forward = true;
+#else
+  (void)stream;
+#endif
+}
+
+void Rnn::backward_data(const TensorView& params, const TensorView& dy, const TensorView& dhn,
+                        const TensorView& dcn, const TensorView& dx, const TensorView& dh0,
+                        const TensorView& dc0, cudaStream_t stream) {
+  Impl& s = *impl_;
+  s.check_required(params, "params", s.shapes.params);
+  s.check_required(dy, "dy", s.shapes.y);
+  s.check_optional(dhn, "dhn", s.shapes.state);
+  s.check_cell_state(dcn, "dcn");
+  s.check_optional(dx, "dx", s.shapes.x);
+  s.check_optional(dh0, "dh0", s.shapes.state);
+  s.check_cell_state(dc0, "dc0");
+  PRNN_EXPECT(s.have_forward,
+              "Rnn::backward_data: expected a forward() first (backward reads its reserve), got "
+              "none");
+  if (s.on_host()) {
+    if (s.dtype() == DType::F64)
+      s.host_backward_data<double>(params, dy, dhn, dcn, dx, dh0, dc0);
+    else
+      s.host_backward_data<float>(params, dy, dhn, dcn, dx, dh0, dc0);
+    s.have_backward_data = true;
+    return;
+  }
+#if PRNN_WITH_CUDA
+  gemm_rnn::BackwardDataArgs a;
+  a.params = params.data_as<const float>();
+  a.dy = dy.data_as<const float>();
+  a.dhn = f32_or_null(dhn);
+  a.dx = f32_out_or_null(dx);
+  a.dh0 = f32_out_or_null(dh0);
+  s.gemm->backward_data(a, stream);
+  s.have_backward_data = true;
+#else
+  (void)stream;
+#endif
+}
+
+void Rnn::backward_weights(const TensorView& x, const TensorView& h0, const TensorView& c0,
+                           const TensorView& dparams, cudaStream_t stream) {
+  Impl& s = *impl_;
+  s.check_required(x, "x", s.shapes.x);
+  s.check_optional(h0, "h0", s.shapes.state);
+  s.check_cell_state(c0, "c0");
+  s.check_required(dparams, "dparams", s.shapes.params);
+  PRNN_EXPECT(s.have_backward_data,
+              "Rnn::backward_weights: expected forward() then backward_data() first (it reads "
+              "the gradients backward_data leaves in the reserve), got {}",
+              s.have_forward ? "a forward() without backward_data()" : "neither");
+  PRNN_EXPECT(h0.empty() != s.forward_had_h0 && c0.empty() != s.forward_had_c0,
+              "Rnn::backward_weights: expected the initial states of the last forward() (h0 {}, "
+              "c0 {}), got h0 {}, c0 {}",
+              s.forward_had_h0 ? "given" : "empty", s.forward_had_c0 ? "given" : "empty",
+              h0.empty() ? "empty" : "given", c0.empty() ? "empty" : "given");
+  if (s.on_host()) {
+    std::memcpy(dparams.data(), s.host_dparams.data(), s.host_dparams.size());
+    return;
+  }
+#if PRNN_WITH_CUDA
+  gemm_rnn::BackwardWeightsArgs a;
+  a.x = x.data_as<const float>();
+  a.h0 = f32_or_null(h0);
+  a.dparams = dparams.data_as<float>();
+  s.gemm->backward_weights(a, stream);
+#else
+  (void)stream;
+#endif
+}
+
+}  // namespace prnn
