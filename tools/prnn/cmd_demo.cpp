@@ -1,10 +1,13 @@
-// `prnn demo`: the main job on the best backend available, with a progress bar.
+// `prnn demo`: the main job on the best backend available, with a progress bar. On a GPU machine
+// that is the long-memory task at T = 1024 (LongMemoryConfig's defaults, cmd_train.cpp prints
+// it); without a GPU, the small LSTM demo on the CPU reference.
 #include <fmt/format.h>
 
 #include <memory>
 
 #include "commands.h"
 #include "progress.h"
+#include "prnn/device.h"
 #include "prnn/train.h"
 
 namespace prnn::cli {
@@ -33,18 +36,38 @@ void run_demo_command(const DemoConfig& config) {
              r.seconds);
 }
 
+// The long-memory job with LongMemoryConfig's defaults, the options the user gave applied.
+void run_gpu_demo_command(const DemoConfig& given, const CLI::App& cmd) {
+  constexpr std::int64_t kLogEvery = 100;
+  LongMemoryConfig config;
+  config.backend = TrainBackend::Gpu;
+  if (cmd.count("--iterations") > 0) config.iterations = given.iterations;
+  if (cmd.count("--hidden") > 0) config.hidden = given.hidden;
+  if (cmd.count("--steps") > 0) config.steps = given.steps;
+  if (cmd.count("--batch") > 0) config.batch = given.batch;
+  if (cmd.count("--lr") > 0) config.learning_rate = given.learning_rate;
+  if (cmd.count("--seed") > 0) config.seed = given.seed;
+  fmt::print("prnn demo on the GPU\n");
+  run_long_memory_command(config, kLogEvery);
+}
+
 }  // namespace
 
 void add_demo_command(CLI::App& app) {
   auto config = std::make_shared<DemoConfig>();
-  auto* cmd = app.add_subcommand("demo", "Train a small recurrent model on the best backend available");
+  auto* cmd = app.add_subcommand(
+      "demo", "Train a recurrent model on the best backend available (GPU: the long-memory task "
+              "at T = 1024; CPU: a small LSTM)");
   cmd->add_option("--iterations", config->iterations, "Training iterations")->check(CLI::PositiveNumber);
   cmd->add_option("--hidden", config->hidden, "Hidden units")->check(CLI::PositiveNumber);
   cmd->add_option("--steps", config->steps, "Sequence length")->check(CLI::PositiveNumber);
   cmd->add_option("--batch", config->batch, "Mini-batch size")->check(CLI::PositiveNumber);
   cmd->add_option("--lr", config->learning_rate, "Adam learning rate")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", config->seed, "Random seed");
-  cmd->callback([config] { run_demo_command(*config); });
+  cmd->callback([config, cmd] {
+    if (device_count() > 0) run_gpu_demo_command(*config, *cmd);
+    else run_demo_command(*config);
+  });
 }
 
 }  // namespace prnn::cli

@@ -1,0 +1,54 @@
+// Adam update, fp32, one element per thread (optim.h has the math).
+//   w, g, m, v [n] device arrays; the scalars by value.
+// Launch:   1-D grid-stride loop, 256 threads per CTA, at most kMaxBlocks CTAs.
+// Rounding: every product and sum is rounded on its own (__fmul_rn / __fadd_rn, no FMA
+//           contraction) and sqrt and division are IEEE (nvcc's defaults), so each element
+//           matches reference::adam_update<float> bit for bit when the host compiler does not
+//           contract either.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/cuda_check.h"
+#include "prnn/error.h"
+#include "train/optim.h"
+
+namespace prnn::train {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr std::int64_t kMaxBlocks = 4096;
+
+__global__ void adam_kernel(AdamScalars s, std::int64_t n, float* __restrict__ w,
+                            const float* __restrict__ g, float* __restrict__ m,
+                            float* __restrict__ v) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    const float wi = w[i];
+    const float gd = __fadd_rn(g[i], __fmul_rn(s.weight_decay, wi));  // g'
+    const float mi = __fadd_rn(__fmul_rn(s.beta1, m[i]), __fmul_rn(s.one_minus_beta1, gd));
+    const float vi =
+        __fadd_rn(__fmul_rn(s.beta2, v[i]), __fmul_rn(__fmul_rn(s.one_minus_beta2, gd), gd));
+    m[i] = mi;
+    v[i] = vi;
+    const float denom = __fadd_rn(__fsqrt_rn(__fdiv_rn(vi, s.bias2)), s.eps);
+    w[i] = __fsub_rn(wi, __fdiv_rn(__fmul_rn(s.lr, __fdiv_rn(mi, s.bias1)), denom));
+  }
+}
+
+}  // namespace
+
+void adam_update(const AdamScalars& s, std::int64_t n, float* w, const float* g, float* m,
+                 float* v, cudaStream_t stream) {
+  if (n < 0) throw InvalidArgument("adam_update: n: expected >= 0, got " + std::to_string(n));
+  if (n == 0) return;
+  if (w == nullptr || g == nullptr || m == nullptr || v == nullptr)
+    throw InvalidArgument("adam_update: expected non-null w, g, m and v, got a null pointer");
+  const std::int64_t blocks = std::min<std::int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks);
+  adam_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(s, n, w, g, m, v);
+  PRNN_CHECK_LAUNCH();
+}
+
+}  // namespace prnn::train

@@ -1,0 +1,47 @@
+// Device optimizer updates for the trainers (fp32). The math is reference::adam_update's
+// (src/reference/dense.h, PyTorch's torch.optim.Adam), element for element:
+//   g' = g + wd·w;  m = β1·m + (1-β1)·g';  v = β2·v + (1-β2)·g'²;
+//   w -= lr · (m / (1-β1^t)) / (sqrt(v / (1-β2^t)) + ε)
+// with the scalars computed in double on the host and rounded to float, as the reference does.
+// No fmt here: this header is included by optim.cu (argument checks live in the .cpp callers).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "prnn/stream.h"
+
+namespace prnn::train {
+
+// The per-step scalars of one Adam update (POD, passed to the kernel by value).
+struct AdamScalars {
+  float lr = 0.0f;
+  float beta1 = 0.0f, beta2 = 0.0f;
+  float one_minus_beta1 = 0.0f, one_minus_beta2 = 0.0f;
+  float bias1 = 1.0f, bias2 = 1.0f;  // 1 - β1^t, 1 - β2^t
+  float eps = 0.0f;
+  float weight_decay = 0.0f;
+};
+
+// step >= 1 (the t of the bias corrections).
+inline AdamScalars adam_scalars(double lr, double beta1, double beta2, double eps,
+                                double weight_decay, std::int64_t step) {
+  const double t = static_cast<double>(step);
+  AdamScalars s;
+  s.lr = static_cast<float>(lr);
+  s.beta1 = static_cast<float>(beta1);
+  s.beta2 = static_cast<float>(beta2);
+  s.one_minus_beta1 = static_cast<float>(1.0 - beta1);
+  s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+  s.bias1 = static_cast<float>(1.0 - std::pow(beta1, t));
+  s.bias2 = static_cast<float>(1.0 - std::pow(beta2, t));
+  s.eps = static_cast<float>(eps);
+  s.weight_decay = static_cast<float>(weight_decay);
+  return s;
+}
+
+// w, m, v updated in place from g; all [n] fp32 device arrays. n >= 0; asynchronous on `stream`.
+void adam_update(const AdamScalars& s, std::int64_t n, float* w, const float* g, float* m,
+                 float* v, cudaStream_t stream);
+
+}  // namespace prnn::train
