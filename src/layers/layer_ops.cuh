@@ -131,39 +131,4 @@ __device__ __forceinline__ void store_dstate0(const ScanParams& p, const LayerAr
   store_vec<T, V>(static_cast<T*>(a.dstate0) + ln.state_index, out);
 }
 
-// The output gate of the cells whose output is y = o ⊙ c with o = σ(P_o + b_o) (QRNN,
-// GILR-LSTM's cell), columns col_f (forget gate) and col_o (output gate), multiples of H.
-// Forward store: keep c for the backward pass, write y.
-template <class T, int V>
-__device__ __forceinline__ void store_gated_output(const ScanParams& p, const LayerArgs& a,
-                                                   const Lane& ln, const Pos& s,
-                                                   std::int64_t col_o, const float (&c)[V]) {
-  keep_state<V>(p, a, s, c);
-  float y[V];
-  gate<Act::Sigmoid, T, V>(a, ln, p_at(p, a, ln, s.t), col_o, col_o, y);
-#pragma unroll
-  for (int i = 0; i < V; ++i) y[i] *= c[i];
-  store_vec<T, V>(static_cast<T*>(a.y) + s.at, y);
-}
-
-// Backward load: coefficient f_{t+1}; input dy ⊙ o (the gradient reaching c_t through y_t);
-// and dP_o = dy ⊙ c ⊙ o(1 - o), which does not depend on the scan.
-template <class T, int V>
-__device__ __forceinline__ void load_gated_output_grad(const ScanParams& p, const LayerArgs& a,
-                                                       const Lane& ln, const Pos& s,
-                                                       std::int64_t col_f, std::int64_t col_o,
-                                                       float (&coef)[V], float (&in)[V],
-                                                       float (&dpo)[V]) {
-  next_sigmoid_gate<T, V>(p, a, ln, s, col_f, col_f, coef);
-  float o[V], c[V], dy[V];
-  gate<Act::Sigmoid, T, V>(a, ln, p_at(p, a, ln, s.t), col_o, col_o, o);
-  state_after<V>(p, a, s, c);
-  load_vec<T, V>(static_cast<const T*>(a.dy) + s.at, dy);
-#pragma unroll
-  for (int i = 0; i < V; ++i) {
-    in[i] = dy[i] * o[i];
-    dpo[i] = dy[i] * c[i] * o[i] * (1.0f - o[i]);
-  }
-}
-
 }  // namespace prnn::layers

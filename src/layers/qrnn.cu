@@ -38,7 +38,16 @@ struct QrnnOp {
 #pragma unroll
       for (int i = 0; i < V; ++i) in[i] = (1.0f - coef[i]) * z[i];
     } else {
-      load_gated_output_grad<T, V>(p, a, ln, s, kColF * H, kColO * H, coef, in, step.dpo);
+      next_sigmoid_gate<T, V>(p, a, ln, s, kColF * H, kColF * H, coef);
+      float o[V], c[V], dy[V];
+      gate<Act::Sigmoid, T, V>(a, ln, at, kColO * H, kColO * H, o);
+      state_after<V>(p, a, s, c);
+      load_vec<T, V>(static_cast<const T*>(a.dy) + s.at, dy);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        in[i] = dy[i] * o[i];
+        step.dpo[i] = dy[i] * c[i] * o[i] * (1.0f - o[i]);
+      }
     }
   }
 
@@ -48,7 +57,12 @@ struct QrnnOp {
     const std::int64_t H = a.hidden;
     const std::int64_t at = p_at(p, a, ln, s.t);
     if constexpr (M == Mode::Forward) {
-      store_gated_output<T, V>(p, a, ln, s, kColO * H, state);
+      keep_state<V>(p, a, s, state);
+      float y[V];
+      gate<Act::Sigmoid, T, V>(a, ln, at, kColO * H, kColO * H, y);
+#pragma unroll
+      for (int i = 0; i < V; ++i) y[i] *= state[i];
+      store_vec<T, V>(static_cast<T*>(a.y) + s.at, y);
     } else {
       float z[V], f[V], cprev[V], dz[V], df[V];
       gate<Act::Tanh, T, V>(a, ln, at, kColZ * H, kColZ * H, z);
