@@ -23,11 +23,8 @@ using reference::AdamConfig;
 using reference::SgdConfig;
 using test::Rng;
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-std::size_t sz(std::int64_t v) {
-  return static_cast<std::size_t>(v);
-}
+using test::kNaN;
+using test::sz;
 
 // An optimizer configuration with a readable test name.
 template <class Config>

@@ -25,11 +25,8 @@ using reference::linear_layer_backward;
 using reference::linear_layer_forward;
 using test::Rng;
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-std::size_t sz(std::int64_t v) {
-  return static_cast<std::size_t>(v);
-}
+using test::kNaN;
+using test::sz;
 double sigmoid(double v) {
   return 1.0 / (1.0 + std::exp(-v));
 }

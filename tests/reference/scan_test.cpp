@@ -22,11 +22,8 @@ using reference::linear_scan_backward;
 using reference::linear_scan_forward;
 using test::Rng;
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-std::size_t sz(std::int64_t v) {
-  return static_cast<std::size_t>(v);
-}
+using test::kNaN;
+using test::sz;
 
 // Two channels, three steps, done by hand. Channel 0: a = (0.5, -2, 0.25), x = (1, 2, 3), h0 = 4.
 //   h = (0.5·4 + 1, -2·3 + 2, 0.25·(-4) + 3) = (3, -4, 2)

@@ -73,6 +73,10 @@ double rel_error(const std::vector<A>& a, const std::vector<R>& ref) {
   return rel_error(a.data(), ref.data(), std::min(a.size(), ref.size()));
 }
 
+// Sizes and poison values the tests share.
+inline std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
 template <class T>
 std::vector<T> to_type(const std::vector<double>& v) {
   return std::vector<T>(v.begin(), v.end());
