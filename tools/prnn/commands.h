@@ -11,6 +11,7 @@ namespace prnn::cli {
 
 void add_info_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
 // `prnn train long-memory` (cmd_train.cpp).
 void add_train_command(CLI::App& app);
 // Runs the long-memory job with a progress bar and a log line every log_every iterations (0:

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   prnn::cli::add_info_command(app);
   prnn::cli::add_demo_command(app);
+  prnn::cli::add_plan_command(app);
   prnn::cli::add_train_command(app);
   std::string command_line = "prnn";
   for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];

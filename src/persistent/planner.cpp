@@ -1,0 +1,95 @@
+// The persistent-RNN planner: tiling and capacity from device properties, cost from the MBSP
+// model. No per-GPU tables: everything is derived from the DeviceInfo the driver reports.
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "prnn/plan.h"
+
+namespace prnn {
+namespace {
+
+constexpr double kFp32FlopsPerSmPerCycle = 256.0;  // 128 FMA lanes
+constexpr double kSharedBytesPerSmPerCycle = 128.0;
+constexpr double kL2OverDram = 2.5;
+constexpr std::int64_t kSharedReserveBytes = 4096;  // barrier flags, reductions
+
+double mib(std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+double kib(std::int64_t bytes) { return static_cast<double>(bytes) / 1024.0; }
+
+}  // namespace
+
+PersistentPlan plan_persistent(const RnnDesc& desc, std::int64_t batch, const DeviceInfo& dev) {
+  desc.validate();
+  PRNN_EXPECT(batch >= 1, "plan_persistent: batch: expected >= 1, got {}", batch);
+  PRNN_EXPECT(dev.sm_count >= 1 && dev.registers_per_sm >= 1 && dev.sm_clock_khz >= 1,
+              "plan_persistent: device: expected SMs, registers and a clock rate, got {} SMs, {} "
+              "registers per SM, {} kHz",
+              dev.sm_count, dev.registers_per_sm, dev.sm_clock_khz);
+  const std::int64_t H = desc.hidden_size, G = gate_count(desc.cell);
+  const auto elem = static_cast<std::int64_t>(size_of(desc.weight_dtype));
+
+  PersistentPlan p;
+  p.ctas = dev.sm_count;
+  p.threads_per_cta = kPlanThreads;
+  p.units_per_cta = (H + p.ctas - 1) / p.ctas;
+  p.rows_per_cta = G * p.units_per_cta;
+  p.weight_bytes = G * H * H * elem;
+  p.weight_bytes_per_cta = p.rows_per_cta * H * elem;
+
+  const std::int64_t regs_per_thread =
+      std::min<std::int64_t>(255, dev.registers_per_sm / kPlanThreads) - kReservedRegistersPerThread;
+  p.register_budget_per_cta = std::max<std::int64_t>(0, regs_per_thread) * kPlanThreads * 4;
+  const std::int64_t staging = 2 * batch * H * 4;  // h_{t-1} double-buffered, fp32
+  p.shared_budget_per_cta = std::max<std::int64_t>(
+      0, static_cast<std::int64_t>(dev.shared_memory_per_block_optin) - staging - kSharedReserveBytes);
+  p.register_bytes_per_cta = std::min(p.weight_bytes_per_cta, p.register_budget_per_cta);
+  p.shared_bytes_per_cta = p.weight_bytes_per_cta - p.register_bytes_per_cta;
+  p.fits = p.shared_bytes_per_cta <= p.shared_budget_per_cta;
+
+  const double clock_hz = dev.sm_clock_khz * 1e3;
+  const double flops = 2.0 * static_cast<double>(batch * G * H * H);
+  p.compute_us = flops / (p.ctas * kFp32FlopsPerSmPerCycle * clock_hz) * 1e6;
+  p.shared_us =
+      static_cast<double>(p.shared_bytes_per_cta) / (kSharedBytesPerSmPerCycle * clock_hz) * 1e6;
+  const double dram_bytes_per_s =
+      2.0 * dev.memory_clock_khz * 1e3 * dev.memory_bus_width_bits / 8.0;  // double data rate
+  const double exchange_bytes = static_cast<double>(p.ctas * batch * H * 4);
+  p.exchange_us = dram_bytes_per_s > 0 ? exchange_bytes / (kL2OverDram * dram_bytes_per_s) * 1e6 : 0;
+  p.sync_us = kGridSyncUs;
+  p.step_us = std::max({p.compute_us, p.shared_us, p.exchange_us}) + p.sync_us;
+
+  const std::string layer = fmt::format("{} H={} {} weights", to_string(desc.cell), H,
+                                        to_string(desc.weight_dtype));
+  if (p.fits) {
+    p.reason = fmt::format(
+        "{}: {:.1f} MiB over {} SMs, {:.1f} KiB per SM ({:.1f} KiB in registers, {:.1f} KiB in "
+        "shared memory)",
+        layer, mib(p.weight_bytes), p.ctas, kib(p.weight_bytes_per_cta),
+        kib(p.register_bytes_per_cta), kib(p.shared_bytes_per_cta));
+  } else {
+    p.reason = fmt::format(
+        "{} needs {:.1f} MiB on chip ({:.1f} KiB per SM); this GPU has {:.1f} MiB of registers "
+        "and {:.1f} MiB of shared memory, of which the plan can use {:.1f} KiB of registers and "
+        "{:.1f} KiB of shared memory per SM at batch {}",
+        layer, mib(p.weight_bytes), kib(p.weight_bytes_per_cta), mib(static_cast<std::int64_t>(
+            dev.register_file_bytes())),
+        mib(static_cast<std::int64_t>(dev.shared_memory_bytes())), kib(p.register_budget_per_cta),
+        kib(p.shared_budget_per_cta), batch);
+  }
+  return p;
+}
+
+std::string describe(const PersistentPlan& p) {
+  std::string s = fmt::format("{}: {}\n", p.fits ? "fits on chip" : "does not fit", p.reason);
+  s += fmt::format("  tiling      {} CTAs x {} threads, {} hidden units ({} gate rows) per CTA\n",
+                   p.ctas, p.threads_per_cta, p.units_per_cta, p.rows_per_cta);
+  s += fmt::format("  capacity    {:.1f} KiB registers + {:.1f} KiB shared memory per CTA available\n",
+                   kib(p.register_budget_per_cta), kib(p.shared_budget_per_cta));
+  s += fmt::format("  predicted   {:.2f} us/step = max(compute {:.2f}, shared {:.2f}, exchange "
+                   "{:.2f}) + sync {:.2f}\n",
+                   p.step_us, p.compute_us, p.shared_us, p.exchange_us, p.sync_us);
+  return s;
+}
+
+}  // namespace prnn

@@ -1,0 +1,90 @@
+// The planner on device descriptions written out in the test (an H200 as the driver reports it,
+// and a small made-up GPU): capacity decisions at the boundary and the cost model's terms.
+#include <gtest/gtest.h>
+
+#include "prnn/error.h"
+#include "prnn/plan.h"
+
+namespace prnn {
+namespace {
+
+DeviceInfo h200() {
+  DeviceInfo d;
+  d.name = "NVIDIA H200";
+  d.cc_major = 9;
+  d.sm_count = 132;
+  d.registers_per_sm = 65536;
+  d.shared_memory_per_sm = 233472;
+  d.shared_memory_per_block_optin = 232448;
+  d.sm_clock_khz = 1980000;
+  d.memory_clock_khz = 3201000;
+  d.memory_bus_width_bits = 6144;
+  return d;
+}
+
+RnnDesc rnn(Cell cell, std::int64_t H, DType dtype = DType::F32) {
+  return RnnDesc{cell, H, H, 1, Direction::Unidirectional, dtype};
+}
+
+TEST(Planner, ReluH1152FitsInRegisters) {
+  const PersistentPlan p = plan_persistent(rnn(Cell::ReLU, 1152), 4, h200());
+  ASSERT_TRUE(p.fits) << p.reason;
+  EXPECT_EQ(p.ctas, 132);
+  EXPECT_EQ(p.units_per_cta, 9);  // ceil(1152 / 132)
+  EXPECT_EQ(p.weight_bytes, 1152LL * 1152 * 4);
+  EXPECT_EQ(p.weight_bytes_per_cta, 9LL * 1152 * 4);
+  EXPECT_EQ(p.shared_bytes_per_cta, 0);  // 41.5 KiB: all in registers
+  // 2·4·1152² flops over 132 SMs × 256 flops/cycle × 1.98 GHz.
+  EXPECT_NEAR(p.compute_us, 2.0 * 4 * 1152 * 1152 / (132 * 256 * 1.98e9) * 1e6, 1e-9);
+  EXPECT_DOUBLE_EQ(p.sync_us, kGridSyncUs);
+  EXPECT_NEAR(p.step_us, std::max({p.compute_us, p.shared_us, p.exchange_us}) + p.sync_us, 1e-12);
+  EXPECT_LT(p.step_us, 1.5);  // the issue's target for this layer
+}
+
+TEST(Planner, SpillsToSharedMemoryThenStops) {
+  // LSTM H=2048 in bf16: 32 MiB, 254 KiB per SM: registers (~191 KiB) + shared memory.
+  const PersistentPlan lstm16 = plan_persistent(rnn(Cell::LSTM, 2048, DType::BF16), 4, h200());
+  ASSERT_TRUE(lstm16.fits) << lstm16.reason;
+  EXPECT_GT(lstm16.shared_bytes_per_cta, 0);
+  EXPECT_EQ(lstm16.register_bytes_per_cta, lstm16.register_budget_per_cta);
+  EXPECT_GT(lstm16.shared_us, 0.0);
+  // LSTM H=2048 in fp32 (64 MiB) does not fit; the reason names sizes.
+  const PersistentPlan lstm32 = plan_persistent(rnn(Cell::LSTM, 2048), 4, h200());
+  EXPECT_FALSE(lstm32.fits);
+  EXPECT_NE(lstm32.reason.find("needs 64.0 MiB on chip"), std::string::npos) << lstm32.reason;
+  EXPECT_NE(lstm32.reason.find("shared memory"), std::string::npos);
+}
+
+// The fit decision is exactly "the per-CTA rows fit in the register budget plus the shared-memory
+// budget", and it is monotone in H: every smaller layer fits, every larger one does not.
+TEST(Planner, FitIsTheCapacityInequalityAndMonotone) {
+  bool seen_misfit = false;
+  for (std::int64_t H = 128; H <= 4096; H += 128) {
+    const PersistentPlan p = plan_persistent(rnn(Cell::LSTM, H, DType::BF16), 4, h200());
+    EXPECT_EQ(p.fits, p.weight_bytes_per_cta <= p.register_budget_per_cta + p.shared_budget_per_cta)
+        << "H=" << H;
+    EXPECT_EQ(p.register_bytes_per_cta + p.shared_bytes_per_cta, p.weight_bytes_per_cta);
+    if (seen_misfit) {
+      EXPECT_FALSE(p.fits) << "H=" << H << " fits after a smaller H did not";
+    }
+    seen_misfit = seen_misfit || !p.fits;
+  }
+  EXPECT_TRUE(seen_misfit);
+}
+
+TEST(Planner, BatchGrowsTheStagingAndTheWork) {
+  const PersistentPlan b1 = plan_persistent(rnn(Cell::GRU, 1024), 1, h200());
+  const PersistentPlan b64 = plan_persistent(rnn(Cell::GRU, 1024), 64, h200());
+  EXPECT_GT(b1.shared_budget_per_cta, b64.shared_budget_per_cta);
+  EXPECT_NEAR(b64.compute_us / b1.compute_us, 64.0, 1e-9);
+  EXPECT_NE(describe(b64).find("us/step"), std::string::npos);
+}
+
+TEST(Planner, RejectsBadInput) {
+  EXPECT_THROW(plan_persistent(rnn(Cell::ReLU, 0), 4, h200()), InvalidArgument);
+  EXPECT_THROW(plan_persistent(rnn(Cell::ReLU, 64), 0, h200()), InvalidArgument);
+  EXPECT_THROW(plan_persistent(rnn(Cell::ReLU, 64), 4, DeviceInfo{}), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace prnn

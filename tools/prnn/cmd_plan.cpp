@@ -1,0 +1,47 @@
+// `prnn plan`: how a recurrent layer would be laid out on this GPU by the persistent kernels, and
+// the predicted cost of a step.
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "commands.h"
+#include "prnn/error.h"
+#include "prnn/plan.h"
+
+namespace prnn::cli {
+namespace {
+
+struct PlanOptions {
+  std::string cell = "relu";
+  std::string dtype = "f32";
+  std::int64_t hidden = 1152;
+  std::int64_t batch = 4;
+  int device = 0;
+};
+
+void run_plan(const PlanOptions& o) {
+  if (device_count() == 0)
+    throw Unsupported("prnn plan", "it plans for a GPU's registers and shared memory, and there "
+                                   "is none: " + no_device_reason());
+  const DeviceInfo d = device_info(o.device);
+  const RnnDesc desc{parse_cell(o.cell), o.hidden, o.hidden, 1, Direction::Unidirectional,
+                     parse_dtype(o.dtype)};
+  fmt::print("{} on GPU {} ({}, {} SMs), batch {}\n", to_string(desc.cell), d.index, d.name,
+             d.sm_count, o.batch);
+  fmt::print("{}", describe(plan_persistent(desc, o.batch, d)));
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto o = std::make_shared<PlanOptions>();
+  auto* cmd = app.add_subcommand("plan", "Plan a recurrent layer for the persistent kernels");
+  cmd->add_option("--cell", o->cell, "relu, clipped_relu, tanh, gru or lstm")->capture_default_str();
+  cmd->add_option("--hidden", o->hidden, "Hidden size")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--batch", o->batch, "Mini-batch")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "Weight storage: f32, bf16 or f16")->capture_default_str();
+  cmd->add_option("--device", o->device, "GPU index")->check(CLI::NonNegativeNumber);
+  cmd->callback([o] { run_plan(*o); });
+}
+
+}  // namespace prnn::cli
