@@ -1,4 +1,6 @@
 // Tensor views, argument checks and the error tiers.
+#include "prnn/tensor.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -6,19 +8,12 @@
 
 #include "prnn/error.h"
 #include "prnn/log.h"
-#include "prnn/tensor.h"
+#include "support/expect.h"
 
 namespace prnn {
 namespace {
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "<no InvalidArgument thrown>";
-}
+using test::invalid_message;
 
 TEST(Tensor, ContiguousViewHasRowMajorStrides) {
   std::vector<float> v(2 * 3 * 5);
@@ -39,16 +34,21 @@ TEST(Tensor, ChecksNameExpectedAndGiven) {
   std::vector<float> v(12);
   const auto t = TensorView::of(v.data(), {3, 4});
   EXPECT_NO_THROW(check_shape(t, "x", {3, 4}));
-  EXPECT_EQ(message_of([&] { check_shape(t, "x", {3, 5}); }), "x: expected shape [3, 5], got [3, 4]");
-  EXPECT_EQ(message_of([&] { check_dtype(t, "x", DType::BF16); }), "x: expected dtype bf16, got f32");
-  EXPECT_EQ(message_of([&] { check_device(t, "x", Device::cuda(0)); }),
+  EXPECT_EQ(invalid_message([&] {
+              check_shape(t, "x", {3, 5});
+            }),
+            "x: expected shape [3, 5], got [3, 4]");
+  EXPECT_EQ(invalid_message([&] { check_dtype(t, "x", DType::BF16); }),
+            "x: expected dtype bf16, got f32");
+  EXPECT_EQ(invalid_message([&] { check_device(t, "x", Device::cuda(0)); }),
             "x: expected memory on cuda:0, got host");
   const TensorView null_view(nullptr, DType::F32, {3, 4});
-  EXPECT_EQ(message_of([&] { check_not_null(null_view, "h0"); }),
+  EXPECT_EQ(invalid_message([&] { check_not_null(null_view, "h0"); }),
             "h0: expected a non-null pointer, got null");
-  EXPECT_EQ(message_of([&] { check_positive(0, "steps"); }), "steps: expected a value >= 1, got 0");
+  EXPECT_EQ(invalid_message([&] { check_positive(0, "steps"); }),
+            "steps: expected a value >= 1, got 0");
   const TensorView strided(v.data(), DType::F32, {4, 3}, {1, 4}, Device::host());
-  EXPECT_NE(message_of([&] { check_contiguous(strided, "a"); }).find("expected a contiguous"),
+  EXPECT_NE(invalid_message([&] { check_contiguous(strided, "a"); }).find("expected a contiguous"),
             std::string::npos);
   EXPECT_THROW(TensorView(v.data(), DType::F32, {-1, 2}), InvalidArgument);
   EXPECT_THROW((Shape{1, 2, 3, 4, 5, 6, 7}), InvalidArgument);
@@ -68,7 +68,9 @@ TEST(Errors, TiersAreDistinguishable) {
 TEST(Log, SinkReceivesMessagesAtOrAboveLevel) {
   std::vector<std::string> got;
   const LogLevel old = log_level();
-  set_log_sink([&](LogLevel l, const std::string& m) { got.push_back(std::string(to_string(l)) + ":" + m); });
+  set_log_sink([&](LogLevel l, const std::string& m) {
+    got.push_back(std::string(to_string(l)) + ":" + m);
+  });
   set_log_level(LogLevel::Info);
   log(LogLevel::Debug, "hidden");
   log(LogLevel::Info, "shown");

@@ -11,9 +11,12 @@
 #include "layers/layer_case.h"
 #include "prnn/error.h"
 #include "prnn/layers.h"
+#include "support/expect.h"
 
 namespace prnn {
 namespace {
+
+using test::expect_invalid;
 
 using test::LayerCase;
 
@@ -84,19 +87,6 @@ TEST(LinearLayerHost, MatchesReference) {
       expect_host_matches_reference<double>(c);
       expect_host_matches_reference<float>(c);
     }
-  }
-}
-
-// Runs f, expects InvalidArgument whose message contains every one of `parts`.
-template <class F>
-void expect_invalid(F&& f, std::initializer_list<const char*> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected InvalidArgument";
-  } catch (const InvalidArgument& e) {
-    for (const char* p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "message '" << e.what() << "' lacks '" << p << "'";
   }
 }
 

@@ -15,9 +15,12 @@
 #include "prnn/error.h"
 #include "support/gradcheck.h"
 #include "support/random.h"
+#include "support/expect.h"
 
 namespace prnn {
 namespace {
+
+using test::expect_invalid;
 
 using reference::AdamConfig;
 using reference::SgdConfig;
@@ -41,19 +44,6 @@ void PrintTo(const Named<Config>& c, std::ostream* os) {
 template <class Config>
 std::string config_name(const ::testing::TestParamInfo<Named<Config>>& info) {
   return info.param.name;
-}
-
-template <class F>
-void expect_invalid(F&& f, const std::vector<std::string>& fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected prnn::InvalidArgument";
-  } catch (const InvalidArgument& e) {
-    const std::string msg = e.what();
-    for (const auto& frag : fragments)
-      EXPECT_NE(msg.find(frag), std::string::npos)
-          << "message '" << msg << "' lacks '" << frag << "'";
-  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -17,9 +17,12 @@
 #include "prnn/layers.h"
 #include "support/gradcheck.h"
 #include "support/random.h"
+#include "support/expect.h"
 
 namespace prnn {
 namespace {
+
+using test::expect_invalid;
 
 using reference::linear_layer_backward;
 using reference::linear_layer_forward;
@@ -411,19 +414,6 @@ INSTANTIATE_TEST_SUITE_P(EveryStatefulLayer, LinearLayerStateCarry,
 
 // ---------------------------------------------------------------------------------------------
 // Bad input -> InvalidArgument naming the function, the argument, expected and given.
-
-template <class F>
-void expect_invalid(F&& f, const std::vector<std::string>& fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected prnn::InvalidArgument";
-  } catch (const InvalidArgument& e) {
-    const std::string msg = e.what();
-    for (const auto& frag : fragments)
-      EXPECT_NE(msg.find(frag), std::string::npos)
-          << "message '" << msg << "' lacks '" << frag << "'";
-  }
-}
 
 template <class T>
 class LinearLayerTyped : public ::testing::Test {};

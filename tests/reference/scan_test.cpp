@@ -14,9 +14,12 @@
 #include "prnn/error.h"
 #include "support/gradcheck.h"
 #include "support/random.h"
+#include "support/expect.h"
 
 namespace prnn {
 namespace {
+
+using test::expect_invalid;
 
 using reference::linear_scan_backward;
 using reference::linear_scan_forward;
@@ -154,20 +157,6 @@ TYPED_TEST(ScanTyped, NullInitialStateIsZero) {
   EXPECT_EQ(da_null, da_zero);
   EXPECT_EQ(dx_null, dx_zero);
   for (std::size_t c = 0; c < sz(channels); ++c) EXPECT_EQ(da_null[c], T(0));  // h_{-1} = 0
-}
-
-// Runs f, expects InvalidArgument whose message contains every fragment.
-template <class F>
-void expect_invalid(F&& f, const std::vector<std::string>& fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected prnn::InvalidArgument";
-  } catch (const InvalidArgument& e) {
-    const std::string msg = e.what();
-    for (const auto& frag : fragments)
-      EXPECT_NE(msg.find(frag), std::string::npos)
-          << "message '" << msg << "' lacks '" << frag << "'";
-  }
 }
 
 TYPED_TEST(ScanTyped, BadInputThrowsInvalidArgument) {

@@ -16,9 +16,12 @@
 #include "prnn/rnn.h"
 #include "rnn/rnn_case.h"
 #include "support/random.h"
+#include "support/expect.h"
 
 namespace prnn {
 namespace {
+
+using test::expect_invalid;
 
 using test::RnnCase;
 
@@ -119,19 +122,6 @@ TEST(RnnHost, BackwardUsesTheForwardsInputs) {
 }
 
 // ---- argument validation ----------------------------------------------------------------------
-
-// Runs f, expects InvalidArgument whose message contains every one of `parts`.
-template <class F>
-void expect_invalid(F&& f, std::initializer_list<const char*> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected InvalidArgument";
-  } catch (const InvalidArgument& e) {
-    for (const char* p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "'" << p << "' not in: " << e.what();
-  }
-}
 
 struct HostProblem {
   RnnCase c{Cell::ReLU, 4, 2, 3, 5, 2, true, true};

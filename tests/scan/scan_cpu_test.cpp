@@ -5,9 +5,12 @@
 
 #include "prnn/error.h"
 #include "scan/scan_case.h"
+#include "support/expect.h"
 
 namespace prnn {
 namespace {
+
+using test::invalid_message;
 
 struct LayoutCase {
   ScanLayout layout;
@@ -74,15 +77,6 @@ INSTANTIATE_TEST_SUITE_P(
                       LayoutCase{ScanLayout::BatchMajor, ScanDirection::Reverse, true},
                       LayoutCase{ScanLayout::TimeMajor, ScanDirection::Forward, true},
                       LayoutCase{ScanLayout::TimeMajor, ScanDirection::Reverse, true}));
-
-std::string invalid_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "<no InvalidArgument>";
-}
 
 TEST(ScanCpu, RejectsBadArguments) {
   const ScanDesc d{4, 2, 3, ScanLayout::TimeMajor, ScanDirection::Forward, DType::F32,
