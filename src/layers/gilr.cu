@@ -15,14 +15,12 @@ namespace prnn::layers {
 namespace {
 
 template <class T, Mode M>
-struct GilrOp {
-  using Args = LayerArgs;
-  static constexpr Mode kMode = M;
+struct GilrOp : LayerOp<T, M> {
   template <int V>
   struct Step {};
 
   template <int V>
-  __device__ static void load(const ScanParams& p, const Args& a, const Lane& ln, Pos s,
+  __device__ static void load(const ScanParams& p, const LayerArgs& a, const Lane& ln, Pos s,
                               float (&coef)[V], float (&in)[V], Step<V>&) {
     const std::int64_t H = a.hidden;
     if constexpr (M == Mode::Forward) {
@@ -31,7 +29,7 @@ struct GilrOp {
       gate<Act::Sigmoid, T, V>(a, ln, at, 0, 0, coef);
       gate<Act::Tanh, T, V>(a, ln, at, H, H, u);
 #pragma unroll
-      for (int i = 0; i < V; ++i) in[i] = (1.0f - coef[i]) * u[i];
+      for (int i = 0; i < V; ++i) in[i] = blend_input(coef[i], u[i]);
     } else {
       next_sigmoid_gate<T, V>(p, a, ln, s, 0, 0, coef);
       if (a.dy != nullptr) {
@@ -46,7 +44,7 @@ struct GilrOp {
   }
 
   template <int V>
-  __device__ static void store(const ScanParams& p, const Args& a, const Lane& ln, Pos s,
+  __device__ static void store(const ScanParams& p, const LayerArgs& a, const Lane& ln, Pos s,
                                const float (&state)[V], const Step<V>&) {
     if constexpr (M == Mode::Forward) {
       keep_state<V>(p, a, s, state);
@@ -60,8 +58,8 @@ struct GilrOp {
       state_before<V>(p, a, s, hprev);
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        dg[i] = state[i] * (hprev[i] - u[i]) * g[i] * (1.0f - g[i]);
-        du[i] = state[i] * (1.0f - g[i]) * (1.0f - u[i] * u[i]);
+        dg[i] = blend_grad_gate(state[i], g[i], hprev[i], u[i]);
+        du[i] = tanh_grad(blend_grad_w(state[i], g[i]), u[i]);
       }
       store_vec<float, V>(a.dP + at, dg);
       store_vec<float, V>(a.dP + at + H, du);
@@ -69,19 +67,9 @@ struct GilrOp {
   }
 
   template <int V>
-  __device__ static void store_padding(const ScanParams&, const Args&, const Lane&,
-                                       std::int64_t) {}  // no sequence lengths
-
-  template <int V>
-  __device__ static void store_final(const ScanParams& p, const Args& a, const Lane& ln,
+  __device__ static void store_final(const ScanParams& p, const LayerArgs& a, const Lane& ln,
                                      const float (&state)[V]) {
-    if constexpr (M == Mode::Forward) store_state_n<T, V>(a, ln, state);
-    else store_dstate0<T, V>(p, a, ln, 0, 0, state, a.dnext);
-  }
-
-  __device__ static float init(const ScanParams& p, const Args& a, std::int32_t b,
-                               std::int32_t c) {
-    return layer_init<T, M>(p, a, b, c);
+    store_layer_final<T, M, V>(p, a, ln, 0, 0, state, a.dnext);
   }
 };
 

@@ -19,16 +19,14 @@ namespace {
 enum CellColumn : int { kColI = 2, kColF = 3, kColZ = 4, kColO = 5 };  // × H
 
 template <class T, Mode M>
-struct GilrLstmCellOp {
-  using Args = LayerArgs;
-  static constexpr Mode kMode = M;
+struct GilrLstmCellOp : LayerOp<T, M> {
   template <int V>
   struct Step {
     float dpo[M == Mode::Backward ? V : 1];
   };
 
   template <int V>
-  __device__ static void load(const ScanParams& p, const Args& a, const Lane& ln, Pos s,
+  __device__ static void load(const ScanParams& p, const LayerArgs& a, const Lane& ln, Pos s,
                               float (&coef)[V], float (&in)[V], Step<V>& step) {
     const std::int64_t H = a.hidden;
     const std::int64_t at = p_at(p, a, ln, s.t);
@@ -41,30 +39,18 @@ struct GilrLstmCellOp {
       for (int i = 0; i < V; ++i) in[i] = ig[i] * z[i];
     } else {
       next_sigmoid_gate<T, V>(p, a, ln, s, kColF * H, kColF * H, coef);
-      float o[V], c[V], dy[V];
-      gate<Act::Sigmoid, T, V>(a, ln, at, kColO * H, kColO * H, o);
-      state_after<V>(p, a, s, c);
-      load_vec<T, V>(static_cast<const T*>(a.dy) + s.at, dy);
-#pragma unroll
-      for (int i = 0; i < V; ++i) {
-        in[i] = dy[i] * o[i];
-        step.dpo[i] = dy[i] * c[i] * o[i] * (1.0f - o[i]);
-      }
+      gated_output_grad<T, V>(p, a, ln, s, at, kColO * H, kColO * H, in, step.dpo);
     }
   }
 
   template <int V>
-  __device__ static void store(const ScanParams& p, const Args& a, const Lane& ln, Pos s,
+  __device__ static void store(const ScanParams& p, const LayerArgs& a, const Lane& ln, Pos s,
                                const float (&state)[V], const Step<V>& step) {
     const std::int64_t H = a.hidden;
     const std::int64_t at = p_at(p, a, ln, s.t);
     if constexpr (M == Mode::Forward) {
       keep_state<V>(p, a, s, state);
-      float y[V];
-      gate<Act::Sigmoid, T, V>(a, ln, at, kColO * H, kColO * H, y);
-#pragma unroll
-      for (int i = 0; i < V; ++i) y[i] *= state[i];
-      store_vec<T, V>(static_cast<T*>(a.y) + s.at, y);
+      store_gated_output<T, V>(a, ln, s, at, kColO * H, kColO * H, state);
     } else {
       float ig[V], f[V], z[V], cprev[V];
       gate<Act::Sigmoid, T, V>(a, ln, at, kColI * H, kColI * H, ig);
@@ -74,9 +60,9 @@ struct GilrLstmCellOp {
       float di[V], df[V], dz[V];
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        di[i] = state[i] * z[i] * ig[i] * (1.0f - ig[i]);
-        df[i] = state[i] * cprev[i] * f[i] * (1.0f - f[i]);
-        dz[i] = state[i] * ig[i] * (1.0f - z[i] * z[i]);
+        di[i] = sigmoid_grad(state[i] * z[i], ig[i]);
+        df[i] = sigmoid_grad(state[i] * cprev[i], f[i]);
+        dz[i] = tanh_grad(state[i] * ig[i], z[i]);
       }
       store_vec<float, V>(a.dP + at + kColI * H, di);
       store_vec<float, V>(a.dP + at + kColF * H, df);
@@ -86,20 +72,10 @@ struct GilrLstmCellOp {
   }
 
   template <int V>
-  __device__ static void store_padding(const ScanParams&, const Args&, const Lane&,
-                                       std::int64_t) {}  // no sequence lengths
-
-  template <int V>
-  __device__ static void store_final(const ScanParams& p, const Args& a, const Lane& ln,
+  __device__ static void store_final(const ScanParams& p, const LayerArgs& a, const Lane& ln,
                                      const float (&state)[V]) {
     const std::int64_t H = a.hidden;
-    if constexpr (M == Mode::Forward) store_state_n<T, V>(a, ln, state);
-    else store_dstate0<T, V>(p, a, ln, kColF * H, kColF * H, state, nullptr);
-  }
-
-  __device__ static float init(const ScanParams& p, const Args& a, std::int32_t b,
-                               std::int32_t c) {
-    return layer_init<T, M>(p, a, b, c);
+    store_layer_final<T, M, V>(p, a, ln, kColF * H, kColF * H, state, nullptr);
   }
 };
 

@@ -19,7 +19,7 @@
 
 namespace prnn::layers {
 
-// The recurrences, each one op pair (forward, backward) in layer_ops.cuh.
+// The recurrences, each one op pair (forward, backward) in its own .cu (helpers: layer_ops.cuh).
 //   Gilr          h = σ(P_g+b_g) ⊙ h + (1-σ) ⊙ tanh(P_u+b_u)   columns (g; u) at 0, H
 //                 (also GILR-LSTM's surrogate h̃, columns (s; u), no y)
 //   GilrLstmCell  c = f ⊙ c + i ⊙ z, y = o ⊙ c                  columns (i; f; z; o) at 2H..5H

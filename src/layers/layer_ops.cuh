@@ -1,7 +1,9 @@
 // What the layer ops share: reading gates from the pre-activations (bias added, activation
-// applied, in registers), the shifted state reserve S, and the init / final-state conventions.
-// Tensor layouts: layer_kernels.h. Every op here is `template <class T, Mode M> struct XOp` with
-// Args = LayerArgs (the interface of scan/tile_scan.cuh); T is the user tensors' element type.
+// applied, in registers), the gate derivatives, the gated blend (GILR, QRNN, SRU) and the output
+// gate (QRNN, GILR-LSTM), the shifted state reserve S, and the init / final-state conventions.
+// Tensor layouts: layer_kernels.h. Every op is `template <class T, Mode M> struct XOp :
+// LayerOp<T, M>` (the interface of scan/tile_scan.cuh, Args = LayerArgs), one per .cu file;
+// T is the user tensors' element type.
 //
 // Forward op:  coef_t, in_t from P_t (+ b): the gates;  store writes S[t+1] (and y_t);
 //              init = S[0] (= state0, put there by the host), store_final writes state_n.
@@ -77,6 +79,23 @@ __device__ __forceinline__ void next_sigmoid_gate(const ScanParams& p, const Lay
   }
 }
 
+// Gradient through an activation from its output y = act(v) and g = dL/dy:
+//   σ: dL/dv = g ⊙ y(1-y);  tanh: dL/dv = g ⊙ (1-y²).
+__device__ __forceinline__ float sigmoid_grad(float g, float y) { return g * y * (1.0f - y); }
+__device__ __forceinline__ float tanh_grad(float g, float y) { return g * (1.0f - y * y); }
+
+// The gated blend m = f ⊙ u + (1-f) ⊙ w, f = σ(v): the state update of GILR, QRNN and SRU
+// (u = the previous state, w = the candidate; f ⊙ u is the scan's coef ⊙ carry) and SRU's
+// highway (u = tanh c, w = s). Per channel:
+//   blend_input      (1-f) ⊙ w, the scan's input
+//   blend_grad_w     dL/dw = g ⊙ (1-f)                    (g = dL/dm)
+//   blend_grad_gate  dL/dv = g ⊙ (u - w) ⊙ f(1-f)
+__device__ __forceinline__ float blend_input(float f, float w) { return (1.0f - f) * w; }
+__device__ __forceinline__ float blend_grad_w(float g, float f) { return g * (1.0f - f); }
+__device__ __forceinline__ float blend_grad_gate(float g, float f, float u, float w) {
+  return sigmoid_grad(g * (u - w), f);
+}
+
 // S[t] (the state before step t) and S[t+1] (after it) of the thread's channels.
 template <int V>
 __device__ __forceinline__ void state_before(const ScanParams&, const LayerArgs& a, const Pos& s,
@@ -94,6 +113,36 @@ template <int V>
 __device__ __forceinline__ void keep_state(const ScanParams& p, const LayerArgs& a, const Pos& s,
                                            const float (&state)[V]) {
   store_vec<float, V>(a.S + s.at + p.stride_t, state);
+}
+
+// The output gate y_t = o ⊙ c_t, o = σ(P_o + b_o) of column col (QRNN, GILR-LSTM).
+// Forward (store of step t, state = c_t): writes y_t.
+template <class T, int V>
+__device__ __forceinline__ void store_gated_output(const LayerArgs& a, const Lane& ln, const Pos& s,
+                                                   std::int64_t at, std::int64_t col,
+                                                   std::int64_t bias_col, const float (&state)[V]) {
+  float y[V];
+  gate<Act::Sigmoid, T, V>(a, ln, at, col, bias_col, y);
+#pragma unroll
+  for (int i = 0; i < V; ++i) y[i] *= state[i];
+  store_vec<T, V>(static_cast<T*>(a.y) + s.at, y);
+}
+// Backward (load of step t, c_t = S[t+1]): in = dy_t ⊙ o (dL/dc_t from y_t) and
+// dpo = dy_t ⊙ c_t ⊙ o(1-o) (dP_o, for the store).
+template <class T, int V>
+__device__ __forceinline__ void gated_output_grad(const ScanParams& p, const LayerArgs& a,
+                                                  const Lane& ln, const Pos& s, std::int64_t at,
+                                                  std::int64_t col, std::int64_t bias_col,
+                                                  float (&in)[V], float (&dpo)[V]) {
+  float o[V], c[V], dy[V];
+  gate<Act::Sigmoid, T, V>(a, ln, at, col, bias_col, o);
+  state_after<V>(p, a, s, c);
+  load_vec<T, V>(static_cast<const T*>(a.dy) + s.at, dy);
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    in[i] = dy[i] * o[i];
+    dpo[i] = sigmoid_grad(dy[i] * c[i], o[i]);
+  }
 }
 
 // Init of the carry: forward S[0] (state0 or zeros); backward dstate_n (nullable: zeros).
@@ -130,5 +179,32 @@ __device__ __forceinline__ void store_dstate0(const ScanParams& p, const LayerAr
   for (int i = 0; i < V; ++i) out[i] = fmaf(a0[i], g[i], more[i]);
   store_vec<T, V>(static_cast<T*>(a.dstate0) + ln.state_index, out);
 }
+
+// An op's store_final: forward state_n, backward dstate0 (store_dstate0, its a = σ(column col)).
+template <class T, Mode M, int V>
+__device__ __forceinline__ void store_layer_final(const ScanParams& p, const LayerArgs& a,
+                                                  const Lane& ln, std::int64_t col,
+                                                  std::int64_t bias_col, const float (&state)[V],
+                                                  const float* extra) {
+  if constexpr (M == Mode::Forward) store_state_n<T, V>(a, ln, state);
+  else store_dstate0<T, V>(p, a, ln, col, bias_col, state, extra);
+}
+
+// What every layer op has alike: Args, kMode, no sequence lengths (every lane has T valid
+// steps: store_padding writes nothing) and the carry's init (layer_init).
+template <class T, Mode M>
+struct LayerOp {
+  using Args = LayerArgs;
+  static constexpr Mode kMode = M;
+
+  template <int V>
+  __device__ static void store_padding(const ScanParams&, const LayerArgs&, const Lane&,
+                                       std::int64_t) {}
+
+  __device__ static float init(const ScanParams& p, const LayerArgs& a, std::int32_t b,
+                               std::int32_t c) {
+    return layer_init<T, M>(p, a, b, c);
+  }
+};
 
 }  // namespace prnn::layers

@@ -20,9 +20,7 @@ enum SruColumn : int { kColX = 0, kColF = 1, kColR = 2, kColS = 3 };  // × H
 enum SruBias : int { kBiasF = 0, kBiasR = 1 };                        // × H
 
 template <class T, Mode M>
-struct SruOp {
-  using Args = LayerArgs;
-  static constexpr Mode kMode = M;
+struct SruOp : LayerOp<T, M> {
   template <int V>
   struct Step {
     float dpr[M == Mode::Backward ? V : 1];
@@ -31,14 +29,14 @@ struct SruOp {
 
   // The highway input s_t: x_t (I == H) or P_s.
   template <int V>
-  __device__ static void highway(const Args& a, const Lane& ln, const Pos& s, std::int64_t at,
+  __device__ static void highway(const LayerArgs& a, const Lane& ln, const Pos& s, std::int64_t at,
                                  float (&out)[V]) {
     if (a.x != nullptr) load_vec<T, V>(static_cast<const T*>(a.x) + s.at, out);
     else gate<Act::Identity, T, V>(a, ln, at, kColS * a.hidden, kNoBias, out);
   }
 
   template <int V>
-  __device__ static void load(const ScanParams& p, const Args& a, const Lane& ln, Pos s,
+  __device__ static void load(const ScanParams& p, const LayerArgs& a, const Lane& ln, Pos s,
                               float (&coef)[V], float (&in)[V], Step<V>& step) {
     const std::int64_t H = a.hidden;
     const std::int64_t at = p_at(p, a, ln, s.t);
@@ -47,7 +45,7 @@ struct SruOp {
       gate<Act::Identity, T, V>(a, ln, at, kColX * H, kNoBias, xt);
       gate<Act::Sigmoid, T, V>(a, ln, at, kColF * H, kBiasF * H, coef);
 #pragma unroll
-      for (int i = 0; i < V; ++i) in[i] = (1.0f - coef[i]) * xt[i];
+      for (int i = 0; i < V; ++i) in[i] = blend_input(coef[i], xt[i]);
     } else {
       next_sigmoid_gate<T, V>(p, a, ln, s, kColF * H, kBiasF * H, coef);
       float r[V], c[V], hw[V], dy[V];
@@ -58,15 +56,15 @@ struct SruOp {
 #pragma unroll
       for (int i = 0; i < V; ++i) {
         const float tc = tanhf(c[i]);
-        in[i] = dy[i] * r[i] * (1.0f - tc * tc);
-        step.dpr[i] = dy[i] * (tc - hw[i]) * r[i] * (1.0f - r[i]);
-        step.ds[i] = dy[i] * (1.0f - r[i]);
+        in[i] = tanh_grad(dy[i] * r[i], tc);
+        step.dpr[i] = blend_grad_gate(dy[i], r[i], tc, hw[i]);
+        step.ds[i] = blend_grad_w(dy[i], r[i]);
       }
     }
   }
 
   template <int V>
-  __device__ static void store(const ScanParams& p, const Args& a, const Lane& ln, Pos s,
+  __device__ static void store(const ScanParams& p, const LayerArgs& a, const Lane& ln, Pos s,
                                const float (&state)[V], const Step<V>& step) {
     const std::int64_t H = a.hidden;
     const std::int64_t at = p_at(p, a, ln, s.t);
@@ -85,8 +83,8 @@ struct SruOp {
       state_before<V>(p, a, s, cprev);
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        dxt[i] = state[i] * (1.0f - f[i]);
-        df[i] = state[i] * (cprev[i] - xt[i]) * f[i] * (1.0f - f[i]);
+        dxt[i] = blend_grad_w(state[i], f[i]);
+        df[i] = blend_grad_gate(state[i], f[i], cprev[i], xt[i]);
       }
       store_vec<float, V>(a.dP + at + kColX * H, dxt);
       store_vec<float, V>(a.dP + at + kColF * H, df);
@@ -97,20 +95,10 @@ struct SruOp {
   }
 
   template <int V>
-  __device__ static void store_padding(const ScanParams&, const Args&, const Lane&,
-                                       std::int64_t) {}  // no sequence lengths
-
-  template <int V>
-  __device__ static void store_final(const ScanParams& p, const Args& a, const Lane& ln,
+  __device__ static void store_final(const ScanParams& p, const LayerArgs& a, const Lane& ln,
                                      const float (&state)[V]) {
     const std::int64_t H = a.hidden;
-    if constexpr (M == Mode::Forward) store_state_n<T, V>(a, ln, state);
-    else store_dstate0<T, V>(p, a, ln, kColF * H, kBiasF * H, state, nullptr);
-  }
-
-  __device__ static float init(const ScanParams& p, const Args& a, std::int32_t b,
-                               std::int32_t c) {
-    return layer_init<T, M>(p, a, b, c);
+    store_layer_final<T, M, V>(p, a, ln, kColF * H, kBiasF * H, state, nullptr);
   }
 };
 
