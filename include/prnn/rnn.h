@@ -68,14 +68,20 @@ std::int64_t rnn_param_count(const RnnDesc& desc);
 // ---- The recurrent layer ------------------------------------------------------------------------
 //
 // Algorithms:
-//   Persistent   one kernel per layer, W_hh on chip (src/persistent/); not implemented yet.
+//   Persistent   W_ih·x for all T in one cuBLAS GEMM, then one cooperative kernel per layer
+//                direction runs every step with W_hh held in registers across the SMs, the h
+//                exchange between SMs doubling as the step's only synchronization
+//                (src/persistent/); backward data the same with W_hhᵀ in reverse time, backward
+//                weights as GEMMs over all T·B rows. Vanilla cells, f32, H up to what the
+//                registers hold (prnn plan says); every wait is bounded (a timeout surfaces as
+//                RuntimeError from check() or the next call).
 //   GemmPerStep  the GEMM-RNN baseline (src/gemm_rnn/): W_ih·x for all T in one cuBLAS GEMM, then
 //                per step one GEMM h_{t-1}·W_hhᵀ and a fused bias + activation kernel, the step
 //                loop captured once into a CUDA graph and replayed; backward data per step in
 //                reverse, backward weights as GEMMs over all T·B rows. Vanilla cells, f32.
 //   Reference    the CPU reference (src/reference/rnn.h), host tensors, f32 or f64.
-//   Auto         host tensors: Reference; device tensors: the fastest that can run (today
-//                GemmPerStep); reason() says which and why.
+//   Auto         host tensors: Reference; device tensors: Persistent when it can run the
+//                problem, else GemmPerStep; reason() says which and why.
 enum class RnnAlgo : std::uint8_t { Auto, Persistent, GemmPerStep, Reference };
 
 const char* to_string(RnnAlgo a);
@@ -131,6 +137,10 @@ class Rnn {
   // dparams (overwritten) of the last forward / backward_data pair (same x, h0, c0).
   void backward_weights(const TensorView& x, const TensorView& h0, const TensorView& c0,
                         const TensorView& dparams, cudaStream_t stream = nullptr);
+  // Synchronizes `stream` and throws RuntimeError if a kernel of this Rnn reported a failure
+  // since the last check (a persistent kernel's wait that timed out: the outputs of that call
+  // are not valid). Every call also throws for a failure already reported when it starts.
+  void check(cudaStream_t stream = nullptr);
 
  private:
   struct Impl;

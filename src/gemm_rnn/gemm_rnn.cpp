@@ -8,10 +8,14 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "core/check.h"
 #include "core/cuda_check.h"
+#include "persistent/tiling.h"
+#include "prnn/device.h"
 
 namespace prnn::gemm_rnn {
 namespace {
@@ -63,6 +67,59 @@ std::string can_implement(const RnnDesc& desc, std::int64_t steps, std::int64_t 
     return fmt::format("cuBLAS takes 32-bit sizes: steps x batch = {}, batch x hidden = {}, "
                        "widest input = {} (each must be < 2^31)",
                        steps * batch, batch * H, widest);
+  return {};
+}
+
+namespace {
+
+std::uint64_t parse_knob(const char* name, const std::string& text, const std::string& what) {
+  std::size_t used = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  PRNN_EXPECT(used == text.size() && used > 0, "{}: expected {}, got '{}'", name, what, text);
+  return v;
+}
+
+}  // namespace
+
+PersistentKnobs PersistentKnobs::from_environment() {
+  PersistentKnobs k;
+  if (const char* t = std::getenv("PRNN_PERSISTENT_TIMEOUT_MS"); t != nullptr && *t != '\0')
+    k.timeout_ns = parse_knob("PRNN_PERSISTENT_TIMEOUT_MS", t, "a whole number of milliseconds") *
+                   1'000'000ull;
+  if (const char* t = std::getenv("PRNN_PERSISTENT_STALL"); t != nullptr && *t != '\0') {
+    const std::string text = t, what = "<cta>:<step>:<milliseconds>";
+    const std::size_t a = text.find(':'), b = a == std::string::npos ? a : text.find(':', a + 1);
+    PRNN_EXPECT(b != std::string::npos, "PRNN_PERSISTENT_STALL: expected {}, got '{}'", what, text);
+    k.stall_cta = static_cast<std::int32_t>(
+        parse_knob("PRNN_PERSISTENT_STALL", text.substr(0, a), what));
+    k.stall_step = static_cast<std::int32_t>(
+        parse_knob("PRNN_PERSISTENT_STALL", text.substr(a + 1, b - a - 1), what));
+    k.stall_ns = parse_knob("PRNN_PERSISTENT_STALL", text.substr(b + 1), what) * 1'000'000ull;
+  }
+  return k;
+}
+
+std::string can_implement_persistent(const RnnDesc& desc, std::int64_t steps, std::int64_t batch,
+                                     int device) {
+  if (gate_count(desc.cell) != 1)
+    return fmt::format("persistent {} kernels are not implemented yet (relu, clipped_relu and "
+                       "tanh are)",
+                       to_string(desc.cell));
+  if (std::string why = can_implement(desc, steps, batch); !why.empty()) return why;
+  if (desc.hidden_size * batch > INT32_MAX || steps > INT32_MAX)
+    return fmt::format("the persistent kernels take hidden x batch and steps < 2^31, got {} and {}",
+                       desc.hidden_size * batch, steps);
+  const DeviceInfo info = device_info(device);
+  const persistent::Tiling t =
+      persistent::tile(desc.hidden_size, batch, info.sm_count, desc.weight_dtype);
+  if (t.shape < 0) return t.reason;
+  for (persistent::Pass pass : {persistent::Pass::Forward, persistent::Pass::BackwardData})
+    if (std::string why = persistent::prepare(pass, t, device); !why.empty()) return why;
   return {};
 }
 
@@ -127,14 +184,16 @@ struct GemmRnn::Blas {
   Blas& operator=(const Blas&) = delete;
 };
 
-GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, int device)
+GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, int device,
+                 Recurrence recurrence)
     : desc_(desc),
       act_(activation_of(desc.cell)),
       T_(steps),
       B_(batch),
       H_(desc.hidden_size),
       L_(desc.layers),
-      D_(desc.directions()) {
+      D_(desc.directions()),
+      recurrence_(recurrence) {
   PRNN_CUDA_CHECK(cudaSetDevice(device));
   for (std::int64_t l = 0; l < L_; ++l)
     for (int d = 0; d < D_; ++d) offsets_.push_back(rnn_param_offsets(desc, l, d));
@@ -157,10 +216,53 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
   PRNN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   blas_->workspace = DeviceBuffer(major >= 9 ? 32 * kMiB : 4 * kMiB);  // cuBLAS's recommendation
   PRNN_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
+
+  if (recurrence_ == Recurrence::Persistent) {
+    tiling_ = persistent::tile(H_, B_, device_info(device).sm_count, desc.weight_dtype);
+    PRNN_ASSERT(tiling_.shape >= 0);  // can_implement_persistent said so
+    knobs_ = PersistentKnobs::from_environment();
+    exchange_ = DeviceBuffer(persistent::exchange_bytes(tiling_, B_));
+    PRNN_CUDA_CHECK(cudaMemset(exchange_.data(), 0, exchange_.bytes()));
+    const unsigned control[persistent::kControlWords] = {0, 1, 0, 0};  // epoch 1: tags never 0
+    control_ = DeviceBuffer(sizeof(control));
+    control_.copy_from_host(control, sizeof(control));
+    PRNN_CUDA_CHECK(cudaHostAlloc(&status_host_, sizeof(unsigned), cudaHostAllocMapped));
+    *status_host_ = 0;
+  }
 }
 
 GemmRnn::~GemmRnn() {
   if (capture_ != nullptr) PRNN_CUDA_CHECK_NOTHROW(cudaStreamDestroy(capture_));
+  if (status_host_ != nullptr) PRNN_CUDA_CHECK_NOTHROW(cudaFreeHost(status_host_));
+}
+
+void GemmRnn::throw_if_failed() {
+  if (status_host_ == nullptr) return;
+  volatile unsigned* word = status_host_;
+  const unsigned status = *word;
+  if (status == 0) return;
+  *word = 0;
+  throw RuntimeError(
+      "persistent RNN kernel",
+      fmt::format("a CTA waited more than {} ms for another CTA's step (a CTA that was not "
+                  "co-resident or stalled); the outputs of that call are not valid",
+                  knobs_.timeout_ns / 1'000'000ull),
+      __FILE__, __LINE__);
+}
+
+void GemmRnn::launch_persistent(persistent::Pass pass, persistent::Params p, cudaStream_t s) {
+  p.hidden = static_cast<std::int32_t>(H_);
+  p.batch = static_cast<std::int32_t>(B_);
+  p.steps = static_cast<std::int32_t>(T_);
+  p.act = act_;
+  p.exchange = static_cast<float4*>(exchange_.data());
+  p.control = control_.data_as<unsigned>();
+  p.status_host = status_host_;
+  p.timeout_ns = knobs_.timeout_ns;
+  p.stall_cta = knobs_.stall_cta;
+  p.stall_step = knobs_.stall_step;
+  p.stall_ns = knobs_.stall_ns;
+  persistent::launch(pass, tiling_, p, s);
 }
 
 void GemmRnn::bind_blas(cudaStream_t s) {
@@ -180,6 +282,22 @@ void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
       const RnnParamOffsets& o = offsets(l, d);
       float* A = pre(l, d);  // [T, B, H]
       gemm(h, false, true, T_ * B_, H_, I, in, I, a.params + o.w_ih, I, 0.0f, A, H_);
+      if (recurrence_ == Recurrence::Persistent) {
+        persistent::Params p;
+        p.t_first = d == 0 ? 0 : static_cast<std::int32_t>(T_ - 1);
+        p.t_step = d == 0 ? 1 : -1;
+        p.w = a.params + o.w_hh;
+        p.pre = A;
+        p.b_ih = a.params + o.b_ih;
+        p.b_hh = a.params + o.b_hh;
+        p.h0 = a.h0 != nullptr ? a.h0 + (l * D_ + d) * BH : nullptr;
+        p.out = Y + d * H_;
+        p.out2 = l == L_ - 1 ? a.y + d * H_ : nullptr;
+        p.out_stride = DH;
+        p.hn = a.hn != nullptr ? a.hn + (l * D_ + d) * BH : nullptr;
+        launch_persistent(persistent::Pass::Forward, p, s);
+        continue;
+      }
       for (std::int64_t step = 0; step < T_; ++step) {
         const std::int64_t t = time_of(d, step);
         const float* h_prev = nullptr;  // [B, H] rows ld apart; null: zeros
@@ -220,7 +338,20 @@ void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
       const RnnParamOffsets& o = offsets(l, d);
       const float* A = pre(l, d);
       float* dA = dpre(l, d);
-      for (std::int64_t step = T_ - 1; step >= 0; --step) {  // reverse processing order
+      if (recurrence_ == Recurrence::Persistent) {
+        persistent::Params p;
+        p.t_first = d == 0 ? static_cast<std::int32_t>(T_ - 1) : 0;  // reverse processing order
+        p.t_step = d == 0 ? -1 : 1;
+        p.w = a.params + o.w_hh;
+        p.pre = const_cast<float*>(A);  // read only in this pass
+        p.dy = dout + d * H_;
+        p.dy_stride = DH;
+        p.dhn = a.dhn != nullptr ? a.dhn + (l * D_ + d) * BH : nullptr;
+        p.dpre = dA;
+        launch_persistent(persistent::Pass::BackwardData, p, s);
+      }
+      for (std::int64_t step = T_ - 1; step >= 0 && recurrence_ == Recurrence::PerStepGemm;
+           --step) {  // reverse processing order
         const std::int64_t t = time_of(d, step);
         const float* dh = nullptr;  // dL/dh_t through the step after it
         if (step == T_ - 1) {
@@ -253,6 +384,11 @@ void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
 }
 
 void GemmRnn::forward(const ForwardArgs& args, cudaStream_t stream) {
+  if (recurrence_ == Recurrence::Persistent) {
+    throw_if_failed();
+    bind_blas(stream);
+    return enqueue_forward(args, stream);
+  }
   const CachedGraph::Key key{args.x, args.params, args.h0, args.y, args.hn};
   if (!forward_graph_.matches(key)) {
     bind_blas(capture_);
@@ -269,6 +405,11 @@ void GemmRnn::forward(const ForwardArgs& args, cudaStream_t stream) {
 }
 
 void GemmRnn::backward_data(const BackwardDataArgs& args, cudaStream_t stream) {
+  if (recurrence_ == Recurrence::Persistent) {
+    throw_if_failed();
+    bind_blas(stream);
+    return enqueue_backward_data(args, stream);
+  }
   const CachedGraph::Key key{args.params, args.dy, args.dhn, args.dx, args.dh0};
   if (!backward_graph_.matches(key)) {
     bind_blas(capture_);
@@ -287,6 +428,7 @@ void GemmRnn::backward_data(const BackwardDataArgs& args, cudaStream_t stream) {
 // A few large GEMMs, issued directly on the caller's stream (no step loop to capture).
 void GemmRnn::backward_weights(const BackwardWeightsArgs& a, cudaStream_t stream) {
   const std::int64_t BH = B_ * H_, DH = D_ * H_, TB = T_ * B_;
+  throw_if_failed();
   bind_blas(stream);
   cublasHandle_t h = blas_->handle;
   for (std::int64_t l = 0; l < L_; ++l) {

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "gemm_rnn/step_kernels.h"
+#include "persistent/rnn_kernels.h"
 #include "prnn/rnn.h"
 #include "prnn/tensor.h"
 
@@ -86,10 +87,34 @@ struct BackwardWeightsArgs {
   float* dparams = nullptr;
 };
 
+// How the recurrence of each layer direction runs once the input GEMM is done.
+//   PerStepGemm  the GEMM-RNN above: per step one cuBLAS GEMM and the step kernel, in a graph.
+//   Persistent   one cooperative launch of the persistent kernel (src/persistent/rnn_kernels.h)
+//                per layer direction and pass, W_hh kept in registers; no graph (a handful of
+//                launches per call).
+enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
+
+// Debug and safety settings of the persistent kernels (defaults: a 2 s bound on every wait, no
+// stall). Read from the environment by the constructor:
+//   PRNN_PERSISTENT_TIMEOUT_MS=<ms>            bound on one wait
+//   PRNN_PERSISTENT_STALL=<cta>:<step>:<ms>    CTA <cta> sleeps <ms> before step <step>
+struct PersistentKnobs {
+  std::uint64_t timeout_ns = 2'000'000'000ull;
+  std::int32_t stall_cta = -1, stall_step = 0;
+  std::uint64_t stall_ns = 0;
+  static PersistentKnobs from_environment();
+};
+
+// Empty when the persistent kernels can run the problem on `device`; otherwise the reason.
+std::string can_implement_persistent(const RnnDesc& desc, std::int64_t steps, std::int64_t batch,
+                                     int device);
+
 class GemmRnn {
  public:
-  // Allocates the reserve, the cuBLAS handle and workspace and the capture stream on `device`.
-  GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, int device);
+  // Allocates the reserve, the cuBLAS handle and workspace and the capture stream on `device`
+  // (and, for Persistent, the exchange records and control words).
+  GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, int device,
+          Recurrence recurrence = Recurrence::PerStepGemm);
   ~GemmRnn();
   GemmRnn(const GemmRnn&) = delete;
   GemmRnn& operator=(const GemmRnn&) = delete;
@@ -97,6 +122,10 @@ class GemmRnn {
   void forward(const ForwardArgs& args, cudaStream_t stream);
   void backward_data(const BackwardDataArgs& args, cudaStream_t stream);
   void backward_weights(const BackwardWeightsArgs& args, cudaStream_t stream);
+  // Throws RuntimeError if a persistent kernel reported a failure (a wait that timed out) since
+  // the last check; clears the report. Does not synchronize.
+  void throw_if_failed();
+  const persistent::Tiling& tiling() const { return tiling_; }
 
  private:
   struct Blas;
@@ -104,6 +133,8 @@ class GemmRnn {
   void enqueue_forward(const ForwardArgs& args, cudaStream_t s);
   void enqueue_backward_data(const BackwardDataArgs& args, cudaStream_t s);
   void bind_blas(cudaStream_t s);
+  // The persistent launch of one layer direction (params filled but for the control fields).
+  void launch_persistent(persistent::Pass pass, persistent::Params p, cudaStream_t s);
 
   // Time of the s-th step processed by direction d: forward 0..T-1, reverse T-1..0.
   std::int64_t time_of(int d, std::int64_t s) const { return d == 0 ? s : T_ - 1 - s; }
@@ -125,6 +156,12 @@ class GemmRnn {
   std::unique_ptr<Blas> blas_;
   cudaStream_t capture_ = nullptr;
   CachedGraph forward_graph_, backward_graph_;
+
+  Recurrence recurrence_ = Recurrence::PerStepGemm;
+  persistent::Tiling tiling_;
+  PersistentKnobs knobs_;
+  DeviceBuffer exchange_, control_;
+  unsigned* status_host_ = nullptr;  // mapped pinned word the kernels report failures into
 };
 
 }  // namespace prnn::gemm_rnn

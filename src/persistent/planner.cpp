@@ -4,9 +4,52 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "persistent/tiling.h"
 #include "prnn/plan.h"
 
 namespace prnn {
+
+namespace persistent {
+
+Tiling tile(std::int64_t hidden, std::int64_t batch, int sm_count, DType weights) {
+  PRNN_EXPECT(hidden >= 1 && batch >= 1 && sm_count >= 1,
+              "persistent tiling: expected hidden, batch and SM count >= 1, got {}, {}, {}",
+              hidden, batch, sm_count);
+  Tiling t;
+  t.records = (hidden + kUnitsPerRecord - 1) / kUnitsPerRecord;
+  if (weights != DType::F32) {
+    t.reason = fmt::format("the persistent kernels take f32 weights so far, got {}",
+                           to_string(weights));
+    return t;
+  }
+  for (int i = 0; i < kShapeCount; ++i) {
+    const KernelShape& s = kShapes[i];
+    const std::int64_t ctas = (hidden + s.rows - 1) / s.rows;
+    const std::int64_t threads = (t.records + s.groups - 1) / s.groups;
+    const std::int64_t warps_threads = (threads + 31) / 32 * 32;
+    if (ctas > sm_count || warps_threads > s.max_threads) continue;
+    t.shape = i;
+    t.rows = s.rows;
+    t.groups = s.groups;
+    t.batch_chunk = batch == 1 ? 1 : s.batch_chunk;
+    t.ctas = static_cast<int>(ctas);
+    t.threads = static_cast<int>(warps_threads);
+    t.reason = fmt::format("{} CTAs x {} threads, {} hidden units per CTA, {} weights per thread",
+                           t.ctas, t.threads, t.rows, t.rows * kUnitsPerRecord * t.groups);
+    return t;
+  }
+  const KernelShape& last = kShapes[kShapeCount - 1];
+  t.reason = fmt::format(
+      "H={} needs more than the largest kernel shape holds on {} SMs ({} units per CTA, {} "
+      "weights per thread in registers: H <= {}); shared-memory spilling is not implemented yet",
+      hidden, sm_count, last.rows, last.rows * kUnitsPerRecord * last.groups,
+      std::min<std::int64_t>(std::int64_t{last.rows} * sm_count,
+                             std::int64_t{last.max_threads} * last.groups * kUnitsPerRecord));
+  return t;
+}
+
+}  // namespace persistent
+
 namespace {
 
 constexpr double kFp32FlopsPerSmPerCycle = 256.0;  // 128 FMA lanes

@@ -1,7 +1,7 @@
 // prnn::Rnn: argument checks, algorithm choice, and dispatch. Host tensors run the CPU
-// reference (src/reference/rnn.h); device tensors run the GEMM-RNN (src/gemm_rnn/). The
-// persistent kernels (src/persistent/) are not implemented yet: can_implement says so and Auto
-// picks the GEMM-RNN.
+// reference (src/reference/rnn.h); device tensors run the layer driver of src/gemm_rnn/ with
+// either recurrence: the persistent kernels (src/persistent/) or a cuBLAS GEMM per step. Auto
+// picks persistent when it can run the problem and says why not otherwise.
 //
 // Host path: the reference has no reserve (its backward recomputes the forward), so forward()
 // keeps copies of x, h0, c0 in host buffers sized by the constructor, backward_data() runs the
@@ -16,6 +16,7 @@
 #include "reference/rnn.h"
 
 #if PRNN_WITH_CUDA
+#include "core/cuda_check.h"
 #include "gemm_rnn/gemm_rnn.h"
 #endif
 
@@ -137,12 +138,12 @@ std::string Rnn::can_implement(const RnnDesc& desc, std::int64_t steps, std::int
   }
   if (algo == RnnAlgo::Reference) return "the reference runs on host tensors only";
 #if PRNN_WITH_CUDA
-  if (algo == RnnAlgo::Persistent)
-    return "persistent RNN kernels are not implemented yet; gemm_per_step runs this problem";
   const int count = device_count();
   if (count == 0) return "no GPU: " + no_device_reason();
   if (device.index < 0 || device.index >= count)
     return fmt::format("GPU {} does not exist (this machine has {})", device.index, count);
+  if (algo == RnnAlgo::Persistent)
+    return gemm_rnn::can_implement_persistent(desc, steps, batch, device.index);
   return gemm_rnn::can_implement(desc, steps, batch);
 #else
   return "prnn was built without CUDA (PRNN_CUDA=OFF)";
@@ -170,11 +171,20 @@ Rnn::Rnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, Device dev
     return;
   }
 #if PRNN_WITH_CUDA
-  s.algo = RnnAlgo::GemmPerStep;
-  s.reason = algo == RnnAlgo::Auto
-                 ? "auto: gemm_per_step (persistent kernels are not implemented yet)"
-                 : "requested";
-  s.gemm = std::make_unique<gemm_rnn::GemmRnn>(desc, steps, batch, device.index);
+  s.algo = algo;
+  s.reason = "requested";
+  if (algo == RnnAlgo::Auto) {
+    const std::string why_not_persistent =
+        gemm_rnn::can_implement_persistent(desc, steps, batch, device.index);
+    s.algo = why_not_persistent.empty() ? RnnAlgo::Persistent : RnnAlgo::GemmPerStep;
+    s.reason = why_not_persistent.empty()
+                   ? "auto: persistent (W_hh fits on chip, every CTA co-resident)"
+                   : "auto: gemm_per_step, since persistent cannot run it: " + why_not_persistent;
+  }
+  s.gemm = std::make_unique<gemm_rnn::GemmRnn>(desc, steps, batch, device.index,
+                                               s.algo == RnnAlgo::Persistent
+                                                   ? gemm_rnn::Recurrence::Persistent
+                                                   : gemm_rnn::Recurrence::PerStepGemm);
 #endif
 }
 
@@ -285,6 +295,16 @@ void Rnn::backward_data(const TensorView& params, const TensorView& dy, const Te
   a.dh0 = f32_out_or_null(dh0);
   s.gemm->backward_data(a, stream);
   s.have_backward_data = true;
+#else
+  (void)stream;
+#endif
+}
+
+void Rnn::check(cudaStream_t stream) {
+  if (impl_->on_host()) return;
+#if PRNN_WITH_CUDA
+  PRNN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  impl_->gemm->throw_if_failed();
 #else
   (void)stream;
 #endif

@@ -117,8 +117,9 @@ inline std::vector<double> random_params(const RnnCase& c, std::mt19937_64& gen)
   return p;
 }
 
-// Fresh inputs from `seed` (x, states, output gradients in [-1, 1]) and the double reference.
-inline RnnData make_rnn_data(const RnnCase& c, std::uint64_t seed) {
+// Fresh inputs from `seed` (x, states, output gradients in [-1, 1]), rounded to fp32; the
+// expected results are left empty.
+inline RnnData make_rnn_inputs(const RnnCase& c, std::uint64_t seed) {
   std::mt19937_64 gen(seed);
   const bool lstm = has_cell_state(c.cell);
   RnnData s;
@@ -134,7 +135,13 @@ inline RnnData make_rnn_data(const RnnCase& c, std::uint64_t seed) {
     }
   }
   for (auto* v : {&s.x, &s.params, &s.h0, &s.c0, &s.dy, &s.dhn, &s.dcn}) round_to_f32(*v);
+  return s;
+}
 
+// Fresh inputs from `seed` (make_rnn_inputs) and the double reference on them.
+inline RnnData make_rnn_data(const RnnCase& c, std::uint64_t seed) {
+  RnnData s = make_rnn_inputs(c, seed);
+  const bool lstm = has_cell_state(c.cell);
   auto in = [](const std::vector<double>& v) { return v.empty() ? nullptr : v.data(); };
   s.y.assign(c.y_size(), 0.0);
   s.dx.assign(c.x_size(), 0.0);

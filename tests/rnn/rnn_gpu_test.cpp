@@ -1,23 +1,31 @@
-// GPU prnn::Rnn (GemmPerStep: cuBLAS GEMM per step + fused bias/activation kernel, captured into
-// CUDA graphs) against the CPU reference in double: every vanilla cell (relu, clipped relu,
-// tanh), one, two and three layers, unidirectional and bidirectional, with and without initial
-// states, H ∈ {1, 32, 1000, 1537}, B ∈ {1, 3, 5, 7}, T ∈ {1, 2, 333}. Checked: y, hn, dx, dh0 and
-// dparams per block (W_ih, W_hh, b_ih, b_hh of every layer and direction). Outputs are poisoned
-// with 0xFF bytes (NaN) before every run, so an element the layer fails to write fails.
-// Every case runs three times: fresh capture, graph replay (same pointers), and re-capture into
-// other output buffers; the three must agree bit for bit (deterministic).
+// GPU prnn::Rnn against the CPU reference in double, for both GPU algorithms: Persistent (the
+// persistent kernels, W_hh in registers, one cooperative launch per layer direction) and
+// GemmPerStep (cuBLAS GEMM per step + fused bias/activation kernel, captured into CUDA graphs).
+// Cases: every vanilla cell (relu, clipped relu, tanh), one, two and three layers,
+// unidirectional and bidirectional, with and without initial states, H ∈ {1, 32, 1000, 1152,
+// 1537, 2048}, B ∈ {1, 3, 4, 5, 7, 16}, T ∈ {1, 2, 333}. Checked: y, hn, dx, dh0 and dparams per
+// block (W_ih, W_hh, b_ih, b_hh of every layer and direction). Outputs are poisoned with 0xFF
+// bytes (NaN) before every run, so an element the layer fails to write fails.
+// Every case runs three times (fresh, same pointers again, other output buffers); the three must
+// agree bit for bit (deterministic).
 // Tolerance: relative L2 error ≤ 1e-5 (fp32 tensors and math, no TF32, vs the double reference
 // on the same fp32-rounded inputs), for every output and every parameter block. The relu and
 // clipped-relu data keep pre-activations away from the kinks (rnn_case.h says why), so the bound
 // holds at H = 1537, T = 333 too.
+// The full issue grid (every H × B × T × activation above, one layer) is also run as a
+// cross-check Persistent vs GemmPerStep, both on the GPU (the reference would cost hours there):
+// relative error between them ≤ 2e-5, the sum of their two bounds against the reference.
 // The references are computed in parallel threads (only those of the selected tests), since a
 // large case costs the double reference ~10 G multiply-adds.
+// Safety: a CTA stalled past the wait bound (PRNN_PERSISTENT_STALL) turns into RuntimeError from
+// check(), and the next Rnn runs correctly.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <future>
 #include <map>
@@ -60,10 +68,28 @@ std::vector<RnnCase> cases() {
     for (const Shape5& s : shapes) v.push_back({cell, s.T, s.B, s.I, s.H, s.L, s.bi, s.state});
   v.push_back({Cell::ReLU, 333, 3, 64, 1537, 1, false, true});  // H = 1537, long, B = 3
   v.push_back({Cell::Tanh, 333, 5, 1, 1000, 1, true, false});   // I = 1, bidirectional, long
+  v.push_back({Cell::ReLU, 333, 4, 32, 1152, 1, false, true});  // the target layer
+  v.push_back({Cell::Tanh, 333, 16, 8, 1152, 1, false, true});  // B = 16
+  v.push_back({Cell::ReLU, 333, 4, 16, 2048, 1, false, true});  // H = 2048, long
+  v.push_back({Cell::ClippedReLU, 2, 7, 16, 2048, 2, true, true});
   return v;
 }
 
-std::string name_of(const ::testing::TestParamInfo<RnnCase>& info) { return info.param.name(); }
+struct GpuCase {
+  RnnAlgo algo = RnnAlgo::Persistent;
+  RnnCase c;
+  std::string name() const { return std::string(to_string(algo)) + "_" + c.name(); }
+};
+inline void PrintTo(const GpuCase& g, std::ostream* os) { *os << g.name(); }
+
+std::vector<GpuCase> gpu_cases() {
+  std::vector<GpuCase> v;
+  for (RnnAlgo algo : {RnnAlgo::Persistent, RnnAlgo::GemmPerStep})
+    for (const RnnCase& c : cases()) v.push_back({algo, c});
+  return v;
+}
+
+std::string name_of(const ::testing::TestParamInfo<GpuCase>& info) { return info.param.name(); }
 
 // The seed every case derives its inputs from; PRNN_TEST_SEED reproduces a run.
 std::uint64_t base_seed() {
@@ -91,8 +117,12 @@ const RnnData& reference_of(const RnnCase& c) {
     });
     std::map<std::string, std::shared_future<RnnData>> m;
     for (const RnnCase& rc : all) {
-      const std::string test_name = "MatchesReference/" + rc.name();
-      if (std::find(selected.begin(), selected.end(), test_name) == selected.end()) continue;
+      const bool wanted = std::any_of(selected.begin(), selected.end(), [&](const std::string& n) {
+        for (RnnAlgo algo : {RnnAlgo::Persistent, RnnAlgo::GemmPerStep})
+          if (n == "MatchesReference/" + GpuCase{algo, rc}.name()) return true;
+        return false;
+      });
+      if (!wanted) continue;
       const std::uint64_t seed = seed_of(rc);
       m.emplace(rc.name(),
                 std::async(std::launch::async, [rc, seed] { return test::make_rnn_data(rc, seed); })
@@ -164,17 +194,17 @@ void poison(Outputs& o) {
   for (DevTensor* t : {&o.y, &o.hn, &o.dx, &o.dh0, &o.dparams}) t->buf.fill_bytes(0xFF);
 }
 
-class RnnGpu : public ::testing::TestWithParam<RnnCase> {};
+class RnnGpu : public ::testing::TestWithParam<GpuCase> {};
 
 TEST_P(RnnGpu, MatchesReference) {
   ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
   SCOPED_TRACE("PRNN_TEST_SEED=" + std::to_string(base_seed()));
-  const RnnCase& c = GetParam();
+  const RnnCase& c = GetParam().c;
   const RnnData& s = reference_of(c);
   const Shape xs = c.x_shape(), ys = c.y_shape(), ss = c.state_shape(), ps = c.param_shape();
 
-  Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0));
-  ASSERT_EQ(rnn.algo(), RnnAlgo::GemmPerStep) << rnn.reason();
+  Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), GetParam().algo);
+  ASSERT_EQ(rnn.algo(), GetParam().algo) << rnn.reason();
   const DevTensor x = upload(s.x), params = upload(s.params), h0 = upload(s.h0);
   const DevTensor dy = upload(s.dy), dhn = upload(s.dhn);
 
@@ -184,6 +214,7 @@ TEST_P(RnnGpu, MatchesReference) {
                       o.dh0.view(ss), {});
     rnn.backward_weights(x.view(xs), h0.view(ss), {}, o.dparams.view(ps));
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    rnn.check();
   };
 
   Outputs first = fresh_outputs(c);
@@ -207,14 +238,116 @@ TEST_P(RnnGpu, MatchesReference) {
   Outputs other = fresh_outputs(c);
   run(other);
   for (const Outputs* o : {&first, &other}) {
-    const char* what = o == &first ? "replayed graph" : "re-captured graph";
+    const char* what = o == &first ? "same pointers again" : "other output buffers";
     std::size_t i = 0;
     for (const DevTensor* t : {&o->y, &o->hn, &o->dx, &o->dh0, &o->dparams})
       EXPECT_TRUE(download(*t) == want[i++]) << what << ": output " << i - 1 << " differs";
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, RnnGpu, ::testing::ValuesIn(cases()), name_of);
+INSTANTIATE_TEST_SUITE_P(Cases, RnnGpu, ::testing::ValuesIn(gpu_cases()), name_of);
+
+// The issue grid, one layer with states: Persistent against GemmPerStep on the same inputs.
+struct GridCase {
+  Cell cell;
+  std::int64_t H, B, T;
+};
+
+std::vector<GridCase> grid() {
+  std::vector<GridCase> v;
+  for (Cell cell : {Cell::ReLU, Cell::ClippedReLU, Cell::Tanh})
+    for (std::int64_t H : {1, 32, 1000, 1152, 1537, 2048})
+      for (std::int64_t B : {1, 3, 4, 5, 7, 16})
+        for (std::int64_t T : {1, 2, 333}) v.push_back({cell, H, B, T});
+  return v;
+}
+
+class RnnGrid : public ::testing::TestWithParam<GridCase> {};
+
+TEST_P(RnnGrid, PersistentMatchesGemmPerStep) {
+  ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
+  SCOPED_TRACE("PRNN_TEST_SEED=" + std::to_string(base_seed()));
+  const GridCase& g = GetParam();
+  const RnnCase c{g.cell, g.T, g.B, 17, g.H, 1, false, true};
+  const RnnData s = test::make_rnn_inputs(c, seed_of(c));
+  const Shape xs = c.x_shape(), ys = c.y_shape(), ss = c.state_shape(), ps = c.param_shape();
+  const DevTensor x = upload(s.x), params = upload(s.params), h0 = upload(s.h0);
+  const DevTensor dy = upload(s.dy), dhn = upload(s.dhn);
+  std::vector<std::vector<float>> got[2];
+  int k = 0;
+  for (RnnAlgo algo : {RnnAlgo::GemmPerStep, RnnAlgo::Persistent}) {
+    Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), algo);
+    Outputs o = fresh_outputs(c);
+    rnn.forward(x.view(xs), params.view(ps), h0.view(ss), {}, o.y.view(ys), o.hn.view(ss), {});
+    rnn.backward_data(params.view(ps), dy.view(ys), dhn.view(ss), {}, o.dx.view(xs),
+                      o.dh0.view(ss), {});
+    rnn.backward_weights(x.view(xs), h0.view(ss), {}, o.dparams.view(ps));
+    rnn.check();
+    for (const DevTensor* t : {&o.y, &o.hn, &o.dx, &o.dh0, &o.dparams}) got[k].push_back(download(*t));
+    ++k;
+  }
+  const char* names[] = {"y", "hn", "dx", "dh0", "dparams"};
+  for (std::size_t i = 0; i < got[0].size(); ++i) {
+    const std::vector<double> want(got[0][i].begin(), got[0][i].end());
+    const double err = test::rel_error(got[1][i].data(), want.data(), want.size());
+    EXPECT_LE(err, 2e-5) << names[i];  // each within 1e-5 of the reference
+  }
+}
+
+std::string grid_name(const ::testing::TestParamInfo<GridCase>& info) {
+  const GridCase& g = info.param;
+  return std::string(to_string(g.cell)) + "_H" + std::to_string(g.H) + "_B" + std::to_string(g.B) +
+         "_T" + std::to_string(g.T);
+}
+
+INSTANTIATE_TEST_SUITE_P(Issue, RnnGrid, ::testing::ValuesIn(grid()), grid_name);
+
+// A CTA stalled past the wait bound: the others time out, every CTA leaves, check() throws
+// RuntimeError; a new Rnn on the same GPU then runs correctly.
+TEST(RnnGpuSafety, StalledCtaBecomesRuntimeError) {
+  ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
+  const RnnCase c{Cell::Tanh, 64, 3, 5, 600, 1, false, true};
+  const RnnData s = test::make_rnn_data(c, base_seed() + 2);
+  const DevTensor x = upload(s.x), params = upload(s.params), h0 = upload(s.h0);
+  ASSERT_EQ(setenv("PRNN_PERSISTENT_TIMEOUT_MS", "50", 1), 0);
+  ASSERT_EQ(setenv("PRNN_PERSISTENT_STALL", "1:5:400", 1), 0);
+  {
+    Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), RnnAlgo::Persistent);
+    DevTensor y = poisoned(c.y_size());
+    rnn.forward(x.view(c.x_shape()), params.view(c.param_shape()), h0.view(c.state_shape()), {},
+                y.view(c.y_shape()), {}, {});
+    try {
+      rnn.check();
+      FAIL() << "expected RuntimeError";
+    } catch (const RuntimeError& e) {
+      EXPECT_NE(std::string(e.what()).find("50 ms"), std::string::npos) << e.what();
+    }
+  }
+  ASSERT_EQ(unsetenv("PRNN_PERSISTENT_STALL"), 0);
+  ASSERT_EQ(unsetenv("PRNN_PERSISTENT_TIMEOUT_MS"), 0);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), RnnAlgo::Persistent);
+  DevTensor y = poisoned(c.y_size()), hn = poisoned(c.state_size());
+  rnn.forward(x.view(c.x_shape()), params.view(c.param_shape()), h0.view(c.state_shape()), {},
+              y.view(c.y_shape()), hn.view(c.state_shape()), {});
+  rnn.check();
+  expect_close(download(y), s.y, "y");
+  expect_close(download(hn), s.hn, "hn");
+}
+
+// A malformed knob is an InvalidArgument naming it.
+TEST(RnnGpuSafety, MalformedKnobIsInvalidArgument) {
+  ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
+  const RnnCase c{Cell::ReLU, 4, 2, 3, 8, 1, false, true};
+  ASSERT_EQ(setenv("PRNN_PERSISTENT_STALL", "1:x", 1), 0);
+  try {
+    Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), RnnAlgo::Persistent);
+    ADD_FAILURE() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("PRNN_PERSISTENT_STALL"), std::string::npos) << e.what();
+  }
+  ASSERT_EQ(unsetenv("PRNN_PERSISTENT_STALL"), 0);
+}
 
 // dx and hn are optional: without them y and dparams are unchanged.
 TEST(RnnGpuOptional, NoDxNoHn) {
@@ -258,30 +391,43 @@ TEST(RnnGpuStream, RunsOnTheGivenStream) {
   ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
-TEST(RnnGpuChoice, AutoPicksGemmPerStepAndSaysWhy) {
+TEST(RnnGpuChoice, AutoPicksPersistentAndSaysWhy) {
   ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
   RnnDesc d;
   d.cell = Cell::ReLU;
   d.input_size = 3;
   d.hidden_size = 4;
   EXPECT_EQ(Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::GemmPerStep), "");
+  EXPECT_EQ(Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent), "");
   EXPECT_EQ(Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Auto), "");
-  EXPECT_NE(Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent)
-                .find("not implemented yet"),
-            std::string::npos);
-  Rnn rnn(d, 5, 2, Device::cuda(0));
-  EXPECT_EQ(rnn.algo(), RnnAlgo::GemmPerStep);
-  EXPECT_NE(rnn.reason().find("persistent"), std::string::npos) << rnn.reason();
+  {
+    Rnn rnn(d, 5, 2, Device::cuda(0));
+    EXPECT_EQ(rnn.algo(), RnnAlgo::Persistent);
+    EXPECT_NE(rnn.reason().find("persistent"), std::string::npos) << rnn.reason();
+  }
+  // Beyond what the registers hold: Auto falls back to GemmPerStep and says why.
+  d.hidden_size = 8192;
+  const std::string why = Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent);
+  EXPECT_NE(why.find("H=8192"), std::string::npos) << why;
+  {
+    Rnn rnn(d, 5, 2, Device::cuda(0));
+    EXPECT_EQ(rnn.algo(), RnnAlgo::GemmPerStep);
+    EXPECT_NE(rnn.reason().find(why), std::string::npos) << rnn.reason();
+  }
   EXPECT_THROW(Rnn(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent), Unsupported);
+  d.hidden_size = 4;
   for (Cell cell : {Cell::GRU, Cell::LSTM}) {
     d.cell = cell;
-    const std::string why = Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Auto);
-    EXPECT_NE(why.find("not implemented yet"), std::string::npos) << why;
+    EXPECT_NE(Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent)
+                  .find("not implemented yet"),
+              std::string::npos);
+    const std::string auto_why = Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Auto);
+    EXPECT_NE(auto_why.find("not implemented yet"), std::string::npos) << auto_why;
     try {
       Rnn r(d, 5, 2, Device::cuda(0));
       FAIL() << "expected Unsupported for " << to_string(cell);
     } catch (const Unsupported& e) {
-      EXPECT_EQ(e.reason(), why);
+      EXPECT_EQ(e.reason(), auto_why);
     }
   }
 }

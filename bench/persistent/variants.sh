@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Kernel lab (GPU machine): builds sed-patched variants of src/persistent/rnn_kernels.cu, times
+# each with bench/persistent/lab.cpp on the shapes given (default H1152 B4 and B1, T256), and
+# restores the file. Usage: bench/persistent/variants.sh VARIANT... (names below)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+src=src/persistent/rnn_kernels.cu
+cp $src /tmp/rnn_kernels.orig.cu
+shapes=${SHAPES:-"1152 4 256 1152 1 256"}
+apply() {
+  case $1 in
+    base) ;;
+    sleep) sed -i 's|// Reload every record still missing, all loads in flight at once; then look.|__nanosleep(64);|' $src ;;
+    sleep256) sed -i 's|// Reload every record still missing, all loads in flight at once; then look.|__nanosleep(256);|' $src ;;
+    notimer) sed -i 's|const std::uint64_t start = global_ns();|const std::uint64_t start = 0;|; s|global_ns() - start > p.timeout_ns|spins > 400000000u|' $src ;;
+    *) echo "unknown variant $1"; return 1 ;;
+  esac
+}
+for v in "$@"; do
+  cp /tmp/rnn_kernels.orig.cu $src
+  apply $v || continue
+  cmake --build --preset gpu -j 16 --target prnn_gpu prnn >/dev/null 2>&1 || { echo "$v: build failed"; continue; }
+  echo "== variant $v"
+  bash bench/persistent/lab.sh $shapes 2>&1 | tail -n +2
+done
+cp /tmp/rnn_kernels.orig.cu $src
