@@ -50,6 +50,43 @@ struct CudnnRnnBenchOptions {
 // Requires a GPU; throws Unsupported without one.
 void run_cudnn_rnn_bench(const CudnnRnnBenchOptions& options, const BenchSink& sink);
 
+// `prnn bench rnn` (suite rnn): one layer, unidirectional, input size = hidden unless set; per case
+// (cell, dtype, H, B, T) every implementation of kRnnBenchImpls side by side in one run:
+//   fwd_us_per_step     training-mode forward of T steps / T
+//   fwdbwd_us_per_step  forward + backward data + backward weights of T steps / T
+//   fwd_tflops          2·T·B·G·H·(I+H) / forward time
+// An implementation that cannot run a case gives one row metric status, value 0, unit
+// not_supported (it said Unsupported) or error (it failed); the run goes on.
+// Unless grid_sync_floor is off, the run starts with the cost of one cooperative grid-wide barrier
+// (one CTA per SM, 256 threads): case ctas=<n>;threads=256, impl cuda-grid_sync, metric
+// us_per_sync, the floor under any persistent kernel that syncs the grid every step.
+inline constexpr const char* kRnnBenchImpls[] = {"prnn-persistent", "prnn-gemm_per_step",
+                                                 "cudnn-standard", "cudnn-persist_static",
+                                                 "cudnn-persist_dynamic"};
+
+enum class RnnBenchSweep : std::uint8_t {
+  Targets,  // relu f32 H=1152 B=4 T=256; H=2048 B=4 T=256; H=1152 B=1..16 T=256
+  Figure3,  // relu f32 H=1152 T=256, B in {1,2,4,...,64} (µs/step against batch)
+  Figure4,  // relu f32 H=1152 B=4, T in {1,2,4,...,1024} (µs/step against sequence length)
+  Custom,   // every combination of cells × dtypes × hidden × batch × steps below
+};
+
+struct RnnBenchOptions {
+  std::vector<RnnBenchSweep> sweeps{RnnBenchSweep::Targets};  // a case in two sweeps runs once
+  std::vector<Cell> cells{Cell::ReLU};                        // Custom only
+  std::vector<DType> dtypes{DType::F32};   // Custom only; prnn gets weight_dtype = dtype
+  std::vector<std::int64_t> hidden{1152};  // Custom only
+  std::vector<std::int64_t> batch{4};      // Custom only
+  std::vector<std::int64_t> steps{256};    // Custom only
+  std::int64_t input_size = 0;             // 0: same as hidden
+  int repeats = 10;                        // timed runs per measurement (median reported)
+  std::vector<std::string> impls;          // names from kRnnBenchImpls; empty: all of them
+  bool grid_sync_floor = true;
+};
+
+// Requires a GPU; throws Unsupported without one, InvalidArgument for bad options.
+void run_rnn_bench(const RnnBenchOptions& options, const BenchSink& sink);
+
 struct LayersBenchOptions {
   // The paper's Figure 1: training step (forward + backward) of GILR-LSTM, SRU, QRNN(2), QRNN(10)
   // with the parallel and the serial scan inside, T·B = 65536, input = hidden.

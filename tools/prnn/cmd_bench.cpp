@@ -2,11 +2,13 @@
 // the exact command and the GPU in the header lines, and a readable table on stderr.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -116,6 +118,88 @@ void add_bench_command(CLI::App& app, const std::string& command_line) {
     for (const std::string& name : rnn_names->dtypes) o.dtypes.push_back(parse_dtype(name));
     if (rnn_names->verbose) set_log_level(LogLevel::Info);
     run_with_csv(*common, [&](const BenchSink& sink) { run_cudnn_rnn_bench(o, sink); });
+  });
+
+  auto rnn_bench_opts = std::make_shared<RnnBenchOptions>();
+  struct RnnBenchNames {
+    std::vector<std::string> sweeps{"targets"}, cells{"relu"}, dtypes{"f32"}, impls;
+    bool no_floor = false, verbose = false;
+  };
+  auto rnn_bench_names = std::make_shared<RnnBenchNames>();
+  auto* rnn_cmd = bench->add_subcommand("rnn",
+                                        "prnn persistent / gemm_per_step vs cuDNN's three "
+                                        "algorithms, fwd, fwd+bwd, side by side");
+  rnn_cmd
+      ->add_option(
+          "--sweep", rnn_bench_names->sweeps,
+          "Cases, comma-separated: targets (H=1152 B=1..16 and H=2048 B=4, T=256), figure3 "
+          "(B=1..64), figure4 (T=1..1024), custom (--cells x --dtypes x --hidden x "
+          "--batch x --steps)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"targets", "figure3", "figure4", "custom"}))
+      ->capture_default_str();
+  rnn_cmd
+      ->add_option("--cells", rnn_bench_names->cells,
+                   "custom: cells, comma-separated: relu,tanh,gru,lstm")
+      ->delimiter(',')
+      ->capture_default_str();
+  rnn_cmd
+      ->add_option("--dtypes", rnn_bench_names->dtypes,
+                   "custom: data types, comma-separated: f32,f16,bf16")
+      ->delimiter(',')
+      ->capture_default_str();
+  rnn_cmd->add_option("--hidden", rnn_bench_opts->hidden, "custom: hidden sizes, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  rnn_cmd->add_option("--batch", rnn_bench_opts->batch, "custom: batch sizes, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  rnn_cmd->add_option("--steps", rnn_bench_opts->steps, "custom: sequence lengths, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  rnn_cmd->add_option("--input-size", rnn_bench_opts->input_size, "Input size (0: same as hidden)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  rnn_cmd->add_option("--repeats", rnn_bench_opts->repeats, "Timed runs per measurement")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  rnn_cmd
+      ->add_option("--impls", rnn_bench_names->impls,
+                   "Only these implementations, comma-separated (default: all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(
+          std::vector<std::string>(std::begin(kRnnBenchImpls), std::end(kRnnBenchImpls))));
+  rnn_cmd->add_flag("--no-floor", rnn_bench_names->no_floor,
+                    "Skip the grid-sync floor (cuda-grid_sync)");
+  rnn_cmd->add_flag("--verbose", rnn_bench_names->verbose,
+                    "Log why an implementation rejects a case");
+  rnn_cmd->callback([common, rnn_bench_opts, rnn_bench_names, rnn_cmd] {
+    RnnBenchOptions o = *rnn_bench_opts;
+    const RnnBenchNames& n = *rnn_bench_names;
+    o.sweeps.clear();
+    for (const std::string& name : n.sweeps) {
+      if (name == "targets") o.sweeps.push_back(RnnBenchSweep::Targets);
+      if (name == "figure3") o.sweeps.push_back(RnnBenchSweep::Figure3);
+      if (name == "figure4") o.sweeps.push_back(RnnBenchSweep::Figure4);
+      if (name == "custom") o.sweeps.push_back(RnnBenchSweep::Custom);
+    }
+    const bool custom =
+        std::find(o.sweeps.begin(), o.sweeps.end(), RnnBenchSweep::Custom) != o.sweeps.end();
+    for (const char* flag : {"--cells", "--dtypes", "--hidden", "--batch", "--steps"})
+      if (!custom && rnn_cmd->count(flag) > 0)
+        throw InvalidArgument(
+            fmt::format("{} selects the cases of --sweep custom, which was not asked for", flag));
+    o.cells.clear();
+    for (const std::string& name : n.cells) o.cells.push_back(parse_cell(name));
+    o.dtypes.clear();
+    for (const std::string& name : n.dtypes) o.dtypes.push_back(parse_dtype(name));
+    o.impls = n.impls;
+    o.grid_sync_floor = !n.no_floor;
+    if (n.verbose) set_log_level(LogLevel::Info);
+    run_with_csv(*common, [&](const BenchSink& sink) { run_rnn_bench(o, sink); });
   });
 
   auto layer_opts = std::make_shared<LayersBenchOptions>();
