@@ -6,6 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 src=src/persistent/rnn_kernels.cu
 cp $src /tmp/rnn_kernels.orig.cu
+cp src/persistent/tiling.h /tmp/tiling.orig.h
 shapes=${SHAPES:-"1152 4 256 1152 1 256"}
 apply() {
   case $1 in
@@ -13,14 +14,21 @@ apply() {
     sleep) sed -i 's|// Reload every record still missing, all loads in flight at once; then look.|__nanosleep(64);|' $src ;;
     sleep256) sed -i 's|// Reload every record still missing, all loads in flight at once; then look.|__nanosleep(256);|' $src ;;
     notimer) sed -i 's|const std::uint64_t start = global_ns();|const std::uint64_t start = 0;|; s|global_ns() - start > p.timeout_ns|spins > 400000000u|' $src ;;
+    ldcg) sed -i 's|ld.relaxed.gpu.global.v4.f32|ld.global.cg.v4.f32|' $src ;;
+    ldcg_sleep) sed -i 's|ld.relaxed.gpu.global.v4.f32|ld.global.cg.v4.f32|; s|// Reload every record still missing, all loads in flight at once; then look.|__nanosleep(128);|' $src ;;
+    stcg) sed -i 's|st.relaxed.gpu.global.v4.f32|st.global.cg.v4.f32|; s|ld.relaxed.gpu.global.v4.f32|ld.global.cg.v4.f32|' $src ;;
+    nowait) sed -i 's|ready &= tagged(rec\[g\]\[bb\], want);|ready \&= true;|' $src ;;
+    g1) sed -i 's|{9, 2, 4, 384}|{9, 1, 4, 384}|' src/persistent/tiling.h ;;
     *) echo "unknown variant $1"; return 1 ;;
   esac
 }
 for v in "$@"; do
   cp /tmp/rnn_kernels.orig.cu $src
+  cp /tmp/tiling.orig.h src/persistent/tiling.h
   apply $v || continue
   cmake --build --preset gpu -j 16 --target prnn_gpu prnn >/dev/null 2>&1 || { echo "$v: build failed"; continue; }
   echo "== variant $v"
   bash bench/persistent/lab.sh $shapes 2>&1 | tail -n +2
 done
 cp /tmp/rnn_kernels.orig.cu $src
+cp /tmp/tiling.orig.h src/persistent/tiling.h

@@ -306,16 +306,24 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
       }
 
       if (f_live) {
+        // The three units' matrix-vector sums: warps added in a fixed order, the three
+        // independent chains interleaved.
+        float mv[kR3] = {};
+        if (has_source) {
+#pragma unroll
+          for (int w = 0; w < kMaxWarps; ++w) {
+            if (w >= nwarps) break;
+#pragma unroll
+            for (int c = 0; c < kR3; ++c) mv[c] += s_red[parity][w][(kR3 * f_q + c) * BC + f_bb];
+          }
+        }
         float v[kR3];
 #pragma unroll
         for (int c = 0; c < kR3; ++c) {
-          float mv = 0.0f;
-          if (has_source)
-            for (int w = 0; w < nwarps; ++w) mv += s_red[parity][w][(kR3 * f_q + c) * BC + f_bb];
           const int row = row0 + kR3 * f_q + c;
           const std::int64_t i = (t * B + f_b) * H + row;
           if constexpr (P == Pass::Forward) {
-            const float a = u[c] + mv + bias[c];
+            const float a = u[c] + mv[c] + bias[c];
             v[c] = activate(p.act, a);
             if (row < H) {
               p.pre[i] = a;
@@ -326,7 +334,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
                 p.hn[static_cast<std::int64_t>(f_b) * H + row] = v[c];
             }
           } else {
-            const float g = u[c] + (s == 0 ? extra[c] : mv);
+            const float g = u[c] + (s == 0 ? extra[c] : mv[c]);
             v[c] = g * activate_grad(p.act, a_in[c]);
             if (row < H) p.dpre[i] = v[c];
           }
