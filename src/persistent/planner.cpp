@@ -22,20 +22,29 @@ Tiling tile(std::int64_t hidden, std::int64_t batch, int sm_count, DType weights
                            to_string(weights));
     return t;
   }
+  const int want_bc = wanted_batch_chunk(batch);
   for (int i = 0; i < kShapeCount; ++i) {
     const KernelShape& s = kShapes[i];
     const std::int64_t ctas = (hidden + s.rows - 1) / s.rows;
     const std::int64_t threads = (t.records + s.groups - 1) / s.groups;
     const std::int64_t warps_threads = (threads + 31) / 32 * 32;
-    if (ctas > sm_count || warps_threads > s.max_threads) continue;
+    if (ctas > sm_count || warps_threads > s.max_threads || s.batch_chunk > want_bc) continue;
+    // Within this R, a later entry with a larger chunk that still fits is better.
+    const bool better_follows = i + 1 < kShapeCount && kShapes[i + 1].rows == s.rows &&
+                                kShapes[i + 1].batch_chunk <= want_bc &&
+                                ((t.records + kShapes[i + 1].groups - 1) / kShapes[i + 1].groups +
+                                 31) / 32 * 32 <= kShapes[i + 1].max_threads;
+    if (better_follows) continue;
     t.shape = i;
     t.rows = s.rows;
     t.groups = s.groups;
-    t.batch_chunk = batch == 1 ? 1 : s.batch_chunk;
+    t.batch_chunk = s.batch_chunk;
     t.ctas = static_cast<int>(ctas);
     t.threads = static_cast<int>(warps_threads);
-    t.reason = fmt::format("{} CTAs x {} threads, {} hidden units per CTA, {} weights per thread",
-                           t.ctas, t.threads, t.rows, t.rows * kUnitsPerRecord * t.groups);
+    t.reason = fmt::format(
+        "{} CTAs x {} threads, {} hidden units per CTA, {} weights per thread, batch in chunks "
+        "of {}",
+        t.ctas, t.threads, t.rows, t.rows * kUnitsPerRecord * t.groups, t.batch_chunk);
     return t;
   }
   const KernelShape& last = kShapes[kShapeCount - 1];

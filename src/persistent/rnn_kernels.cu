@@ -365,26 +365,24 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
 
 using KernelFn = void (*)(Params);
 
-template <int I, bool kChunked, Pass P>
+template <int I, Pass P>
 constexpr KernelFn kernel_of() {
   constexpr KernelShape s = kShapes[I];
-  return &persistent_rnn_kernel<s.rows, s.groups, kChunked ? s.batch_chunk : 1, s.max_threads, P>;
+  return &persistent_rnn_kernel<s.rows, s.groups, s.batch_chunk, s.max_threads, P>;
 }
 
 template <Pass P, std::size_t... I>
-KernelFn pick(int shape, bool chunked, std::index_sequence<I...>) {
-  constexpr KernelFn chunked_fns[] = {kernel_of<static_cast<int>(I), true, P>()...};
-  constexpr KernelFn single_fns[] = {kernel_of<static_cast<int>(I), false, P>()...};
-  return chunked ? chunked_fns[shape] : single_fns[shape];
+KernelFn pick(int shape, std::index_sequence<I...>) {
+  constexpr KernelFn fns[] = {kernel_of<static_cast<int>(I), P>()...};
+  return fns[shape];
 }
 
 KernelFn kernel_for(Pass pass, const Tiling& tiling) {
   if (tiling.shape < 0 || tiling.shape >= kShapeCount)
     throw InternalError("persistent kernel: no kernel shape (" + tiling.reason + ")");
-  const bool chunked = tiling.batch_chunk != 1;
   const auto seq = std::make_index_sequence<kShapeCount>{};
-  return pass == Pass::Forward ? pick<Pass::Forward>(tiling.shape, chunked, seq)
-                               : pick<Pass::BackwardData>(tiling.shape, chunked, seq);
+  return pass == Pass::Forward ? pick<Pass::Forward>(tiling.shape, seq)
+                               : pick<Pass::BackwardData>(tiling.shape, seq);
 }
 
 }  // namespace

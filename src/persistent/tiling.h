@@ -7,9 +7,15 @@
 //   its threads split the H columns of those R rows: thread i holds the 3-column groups
 //   i, i + threads, ..., G of them, so its registers keep R × 3G weights, and it reads exactly the
 //   exchange records of those columns;
-//   the mini-batch is processed BC elements at a time (BC = 1 when B = 1).
+//   the mini-batch is processed BC elements at a time, and each chunk's records are published
+//   before the next chunk starts, so consumers start on chunk 0 of step t while chunk 1 is still
+//   being computed (the paper's pipelining over the mini-batch).
 // The exchange record: 3 consecutive units of one batch element's h (or dA) and a 32-bit tag,
 // 16 bytes written and read as one vector access.
+//
+// The rule (measured on an H200, bench/persistent/NOTES.md): the fewest rows per CTA that fit the
+// SMs (most CTAs), then two chunks per step where the shapes allow (BC = 1 for B ≤ 2, 2 for
+// B ≤ 4, else 4), with G chosen per (R, BC) in the table.
 #pragma once
 
 #include <cstdint>
@@ -28,12 +34,21 @@ struct KernelShape {
   int max_threads = 0;  // launch bound: threads per CTA ≤ this, registers ≤ 65536 / this
 };
 
-// The instantiated shapes, fewest rows (most CTAs) first; the dispatch takes the first that fits.
+// The instantiated shapes, grouped by R ascending; within a group BC ascending.
 inline constexpr KernelShape kShapes[] = {
-    {3, 1, 4, 512}, {6, 1, 4, 512}, {9, 2, 4, 384}, {12, 2, 4, 384}, {15, 3, 2, 256},
-    {18, 3, 2, 256},
+    {3, 1, 1, 512},  {3, 1, 2, 512},  {3, 1, 4, 512},                    //
+    {6, 1, 1, 512},  {6, 1, 2, 512},  {6, 1, 4, 512},                    //
+    {9, 3, 1, 384},  {9, 3, 2, 384},  {9, 2, 4, 384},                    //
+    {12, 2, 1, 384}, {12, 2, 2, 384}, {12, 2, 4, 384},                   //
+    {15, 3, 1, 256}, {15, 3, 2, 256},                                    //
+    {18, 3, 1, 256}, {18, 3, 2, 256},
 };
 inline constexpr int kShapeCount = static_cast<int>(sizeof(kShapes) / sizeof(kShapes[0]));
+
+// The batch chunk the rule asks for at batch B (two chunks per step where possible).
+inline constexpr int wanted_batch_chunk(std::int64_t batch) {
+  return batch <= 2 ? 1 : batch <= 4 ? 2 : 4;
+}
 
 struct Tiling {
   int shape = -1;  // index into kShapes; -1: no shape fits (reason says why)
