@@ -27,6 +27,7 @@ apply() {
     g4bc1) sed -i 's|{9, 2, 4, 384}|{9, 4, 1, 384}|' src/persistent/tiling.h ;;
     g6bc2) sed -i 's|{9, 2, 4, 384}|{9, 6, 2, 384}|' src/persistent/tiling.h ;;
     g1) sed -i 's|{9, 2, 4, 384}|{9, 1, 4, 384}|' src/persistent/tiling.h ;;
+    file:*) cp "${1#file:}" $src ;;   # a saved version of the kernel file
     *) echo "unknown variant $1"; return 1 ;;
   esac
 }

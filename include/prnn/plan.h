@@ -16,11 +16,14 @@ struct PersistentPlan {
   bool fits = false;
   std::string reason;  // why it does not fit, or how it is laid out
 
-  // Tiling: one CTA per SM; CTA k owns the G gate rows of hidden units [k·U, (k+1)·U).
+  // Tiling: at most one CTA per SM; CTA k owns the G gate rows of hidden units [k·U, (k+1)·U).
+  // For a layer the persistent kernels run, the kernels' own tiling (kernel says which shape);
+  // otherwise one CTA per SM and kPlanThreads threads.
   int ctas = 0;
   int threads_per_cta = 0;
   std::int64_t units_per_cta = 0;  // U
   std::int64_t rows_per_cta = 0;   // G·U
+  std::string kernel;              // the kernel shape that runs it, or why none does
 
   // Capacity (bytes).
   std::int64_t weight_bytes = 0;           // the whole W_hh of one layer direction

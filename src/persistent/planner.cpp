@@ -85,6 +85,18 @@ PersistentPlan plan_persistent(const RnnDesc& desc, std::int64_t batch, const De
   p.ctas = dev.sm_count;
   p.threads_per_cta = kPlanThreads;
   p.units_per_cta = (H + p.ctas - 1) / p.ctas;
+  // Layers the kernels exist for are planned with the kernels' own tiling (tiling.h).
+  const persistent::Tiling kernel_tiling =
+      G == 1 ? persistent::tile(H, batch, dev.sm_count, desc.weight_dtype) : persistent::Tiling{};
+  if (kernel_tiling.shape >= 0) {
+    p.ctas = kernel_tiling.ctas;
+    p.threads_per_cta = kernel_tiling.threads;
+    p.units_per_cta = kernel_tiling.rows;
+    p.kernel = kernel_tiling.reason;
+  } else {
+    p.kernel = G == 1 ? kernel_tiling.reason
+                      : fmt::format("no persistent {} kernel yet", to_string(desc.cell));
+  }
   p.rows_per_cta = G * p.units_per_cta;
   p.weight_bytes = G * H * H * elem;
   p.weight_bytes_per_cta = p.rows_per_cta * H * elem;
@@ -136,6 +148,7 @@ std::string describe(const PersistentPlan& p) {
   std::string s = fmt::format("{}: {}\n", p.fits ? "fits on chip" : "does not fit", p.reason);
   s += fmt::format("  tiling      {} CTAs x {} threads, {} hidden units ({} gate rows) per CTA\n",
                    p.ctas, p.threads_per_cta, p.units_per_cta, p.rows_per_cta);
+  s += fmt::format("  kernel      {}\n", p.kernel);
   s += fmt::format("  capacity    {:.1f} KiB registers + {:.1f} KiB shared memory per CTA available\n",
                    kib(p.register_budget_per_cta), kib(p.shared_budget_per_cta));
   s += fmt::format("  predicted   {:.2f} us/step = max(compute {:.2f}, shared {:.2f}, exchange "

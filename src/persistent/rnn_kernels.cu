@@ -11,7 +11,10 @@
 //           chunk: the thread polls its G·BC records (one 16-byte load each, one L2 round trip
 //           when they are ready), does R·3G·BC FMAs, the CTA reduces the R·BC partial sums (warp
 //           reduce-scatter, then shared memory across warps in a fixed order: deterministic),
-//           and R/3·BC threads finish the units and publish the records.
+//           and R/3·BC threads finish the units and publish the records. A chunk's records go
+//           out before the next chunk starts, so other CTAs begin the next step on them while
+//           this one still computes (pipelining over the mini-batch; tiling.h picks two chunks
+//           per step where it can).
 // Sync:     none besides the tagged records: a record's tag is epoch + s, the epoch advanced by
 //           T per launch (the last CTA to finish does it), so records of other steps or launches
 //           never match. Two buffers suffice: a CTA publishes step s only after reading all of

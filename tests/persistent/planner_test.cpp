@@ -29,13 +29,17 @@ RnnDesc rnn(Cell cell, std::int64_t H, DType dtype = DType::F32) {
 TEST(Planner, ReluH1152FitsInRegisters) {
   const PersistentPlan p = plan_persistent(rnn(Cell::ReLU, 1152), 4, h200());
   ASSERT_TRUE(p.fits) << p.reason;
-  EXPECT_EQ(p.ctas, 132);
-  EXPECT_EQ(p.units_per_cta, 9);  // ceil(1152 / 132)
+  // The kernels' tiling: 9 units per CTA (a multiple of 3 records), 128 CTAs, 128 threads
+  // holding 3 groups of 3 columns each, the batch in two chunks of 2.
+  EXPECT_EQ(p.ctas, 128);
+  EXPECT_EQ(p.units_per_cta, 9);
+  EXPECT_EQ(p.threads_per_cta, 128);
+  EXPECT_NE(p.kernel.find("chunks of 2"), std::string::npos) << p.kernel;
   EXPECT_EQ(p.weight_bytes, 1152LL * 1152 * 4);
   EXPECT_EQ(p.weight_bytes_per_cta, 9LL * 1152 * 4);
   EXPECT_EQ(p.shared_bytes_per_cta, 0);  // 41.5 KiB: all in registers
-  // 2·4·1152² flops over 132 SMs × 256 flops/cycle × 1.98 GHz.
-  EXPECT_NEAR(p.compute_us, 2.0 * 4 * 1152 * 1152 / (132 * 256 * 1.98e9) * 1e6, 1e-9);
+  // 2·4·1152² flops over 128 SMs × 256 flops/cycle × 1.98 GHz.
+  EXPECT_NEAR(p.compute_us, 2.0 * 4 * 1152 * 1152 / (128 * 256 * 1.98e9) * 1e6, 1e-9);
   EXPECT_DOUBLE_EQ(p.sync_us, kGridSyncUs);
   EXPECT_NEAR(p.step_us, std::max({p.compute_us, p.shared_us, p.exchange_us}) + p.sync_us, 1e-12);
   EXPECT_LT(p.step_us, 1.5);  // the target for this layer
