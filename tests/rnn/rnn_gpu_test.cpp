@@ -9,7 +9,8 @@
 // Every case runs three times (fresh, same pointers again, other output buffers); the three must
 // agree bit for bit (deterministic).
 // Tolerance: relative L2 error ≤ 1e-5 (fp32 tensors and math, no TF32, vs the double reference
-// on the same fp32-rounded inputs), for every output and every parameter block. The relu and
+// on the same fp32-rounded inputs), for every output and every parameter block (a block of
+// fewer than 16 elements against its layer direction's gradient norm: see kMinBlock). The relu and
 // clipped-relu data keep pre-activations away from the kinks (rnn_case.h says why), so the bound
 // holds at H = 1537, T = 333 too.
 // The full issue grid (every H × B × T × activation above, one layer) is also run as a
@@ -24,6 +25,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -179,6 +181,26 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
   EXPECT_LE(err, kTolF32) << what;
 }
 
+// A parameter block of fewer than kMinBlock elements is a handful of sums over T·B terms, each
+// term exact to fp32 but the sum open to cancellation (H = 1: dW_hh is one number), so its own
+// relative error says little. Such a block is held to the same 1e-5 against the norm of its
+// whole layer direction's gradient (W_ih, W_hh, b_ih, b_hh together): a normwise check.
+constexpr std::size_t kMinBlock = 16;
+
+void expect_close_within(const std::vector<float>& got, const std::vector<double>& want,
+                         const std::string& what, std::size_t begin, std::size_t end,
+                         double scale) {
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = begin; i < end; ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    diff += d * d;
+    norm += want[i] * want[i];
+  }
+  const double err = std::sqrt(diff) / std::max(std::sqrt(norm), scale);
+  EXPECT_TRUE(err <= kTolF32) << what << ": error " << err << " against the layer direction's "
+                              << "gradient norm " << scale;
+}
+
 // The outputs of one run.
 struct Outputs {
   DevTensor y, hn, dx, dh0, dparams;
@@ -226,8 +248,19 @@ TEST_P(RnnGpu, MatchesReference) {
     expect_close(download(first.dh0), s.dh0, "dh0");
   }
   const auto dparams = download(first.dparams);
-  for (const test::ParamBlock& b : test::param_blocks(c))
-    expect_close(dparams, s.dparams, "d" + b.name, b.begin, b.end);
+  const std::vector<test::ParamBlock> blocks = test::param_blocks(c);
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const test::ParamBlock& b = blocks[i];
+    if (b.end - b.begin >= kMinBlock) {
+      expect_close(dparams, s.dparams, "d" + b.name, b.begin, b.end);
+      continue;
+    }
+    double layer = 0.0;  // blocks come four per layer direction: W_ih, W_hh, b_ih, b_hh
+    for (std::size_t j = i / 4 * 4; j < i / 4 * 4 + 4; ++j)
+      for (std::size_t e = blocks[j].begin; e < blocks[j].end; ++e)
+        layer += s.dparams[e] * s.dparams[e];
+    expect_close_within(dparams, s.dparams, "d" + b.name, b.begin, b.end, std::sqrt(layer));
+  }
 
   // Replay (same pointers) and re-capture (new output buffers): bit for bit the same.
   std::vector<std::vector<float>> want;
