@@ -11,6 +11,7 @@
 //   Vanilla cells: h' = act(W_ih x + b_ih + W_hh h + b_hh), act = relu, min(max(x,0),20) or tanh.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -125,6 +126,12 @@ class Rnn {
   Device device() const;
   RnnAlgo algo() const;               // the algorithm that runs (Auto resolved)
   const std::string& reason() const;  // why it was picked
+  // Memory the constructor allocated, in bytes: the reserve a forward() leaves for the backward
+  // (pre-activations, every layer's outputs, their gradients; host path: the copies of x, h0,
+  // c0 and dparams) and the workspace (cuBLAS workspace, scratch, the persistent kernels'
+  // exchange records and control words).
+  std::size_t reserve_bytes() const;
+  std::size_t workspace_bytes() const;
 
   // Training-mode forward: y (and hn, cn) from x, params, h0 (c0); keeps the reserve.
   void forward(const TensorView& x, const TensorView& params, const TensorView& h0,

@@ -236,6 +236,15 @@ GemmRnn::~GemmRnn() {
   if (status_host_ != nullptr) PRNN_CUDA_CHECK_NOTHROW(cudaFreeHost(status_host_));
 }
 
+std::size_t GemmRnn::reserve_bytes() const {
+  return pre_.bytes() + dpre_.bytes() + y_.bytes() + dlayer_[0].bytes() + dlayer_[1].bytes();
+}
+
+std::size_t GemmRnn::workspace_bytes() const {
+  return blas_->workspace.bytes() + dh_.bytes() + ones_.bytes() + exchange_.bytes() +
+         control_.bytes();
+}
+
 void GemmRnn::throw_if_failed() {
   if (status_host_ == nullptr) return;
   volatile unsigned* word = status_host_;

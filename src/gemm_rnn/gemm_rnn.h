@@ -126,6 +126,8 @@ class GemmRnn {
   // the last check; clears the report. Does not synchronize.
   void throw_if_failed();
   const persistent::Tiling& tiling() const { return tiling_; }
+  std::size_t reserve_bytes() const;
+  std::size_t workspace_bytes() const;
 
  private:
   struct Blas;

@@ -199,6 +199,27 @@ Device Rnn::device() const { return impl_->device; }
 RnnAlgo Rnn::algo() const { return impl_->algo; }
 const std::string& Rnn::reason() const { return impl_->reason; }
 
+std::size_t Rnn::reserve_bytes() const {
+  const Impl& s = *impl_;
+  if (s.on_host())
+    return s.host_x.size() + s.host_h0.size() + s.host_c0.size() + s.host_dparams.size();
+#if PRNN_WITH_CUDA
+  return s.gemm->reserve_bytes();
+#else
+  return 0;
+#endif
+}
+
+std::size_t Rnn::workspace_bytes() const {
+  const Impl& s = *impl_;
+  if (s.on_host()) return 0;
+#if PRNN_WITH_CUDA
+  return s.gemm->workspace_bytes();
+#else
+  return 0;
+#endif
+}
+
 template <class T>
 void Rnn::Impl::host_forward(const TensorView& x, const TensorView& params, const TensorView& h0,
                              const TensorView& c0, const TensorView& y, const TensorView& hn,

@@ -207,6 +207,10 @@ TEST(RnnChoice, HostRunsTheReference) {
     Rnn rnn(d, 5, 2, Device::host(), a);
     EXPECT_EQ(rnn.algo(), RnnAlgo::Reference);
     EXPECT_FALSE(rnn.reason().empty());
+    // The host reserve: copies of x [5, 2, 3], h0 and c0 [1, 2, 4], and dparams, in f32.
+    const std::size_t params = static_cast<std::size_t>(rnn_param_count(d));
+    EXPECT_EQ(rnn.reserve_bytes(), (5 * 2 * 3 + 2 * 2 * 4 + params) * sizeof(float));
+    EXPECT_EQ(rnn.workspace_bytes(), 0u);
   }
   for (RnnAlgo a : {RnnAlgo::Persistent, RnnAlgo::GemmPerStep}) {
     const std::string why = Rnn::can_implement(d, 5, 2, Device::host(), a);

@@ -437,6 +437,9 @@ TEST(RnnGpuChoice, AutoPicksPersistentAndSaysWhy) {
     Rnn rnn(d, 5, 2, Device::cuda(0));
     EXPECT_EQ(rnn.algo(), RnnAlgo::Persistent);
     EXPECT_NE(rnn.reason().find("persistent"), std::string::npos) << rnn.reason();
+    // Reserve: pre-activations, their gradients and the outputs, [5, 2, 4] f32 each.
+    EXPECT_EQ(rnn.reserve_bytes(), 3u * 5 * 2 * 4 * sizeof(float));
+    EXPECT_GT(rnn.workspace_bytes(), 0u);
   }
   // Beyond what the registers hold: Auto falls back to GemmPerStep and says why.
   d.hidden_size = 8192;
