@@ -1,5 +1,8 @@
 // `prnn train long-memory`: the long-memory task (prnn/train.h) with a progress bar, a log line
 // every K iterations, checkpoints and resume. `prnn demo` runs the same job on a GPU machine.
+// `prnn train tree-lstm` / `prnn train bilstm-tagger`: the dynamic-graph models of prnn/models.h
+// on SST / WikiNER read from DIR/sst or DIR/wikiner (train.txt, dev.txt), with a progress bar and
+// one line per epoch (train loss, dev accuracy, sentences/s and words/s).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -7,9 +10,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "progress.h"
+#include "prnn/data.h"
+#include "prnn/models.h"
 #include "prnn/train.h"
 
 namespace prnn::cli {
@@ -34,6 +40,184 @@ struct TrainOptions {
   std::int64_t save_every = -1;  // -1: the same as log_every
   std::string backend = "auto";
 };
+
+// ---- Dynamic-graph models (prnn/models.h) -----------------------------------------------------
+
+// What `tree-lstm` and `bilstm-tagger` share on the command line.
+struct GraphModelOptions {
+  std::string data;  // DIR holding sst/ and/or wikiner/
+  std::string optimizer = "adam";
+  std::int64_t min_count = 2;
+};
+
+void add_training_options(CLI::App* cmd, models::TrainingOptions& t, GraphModelOptions& g) {
+  cmd->add_option("--data", g.data, "Directory holding sst/ or wikiner/ (train.txt, dev.txt)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--epochs", t.epochs, "Passes over the training set")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--batch", t.batch, "Sentences per graph and per update")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--lr", t.learning_rate, "Learning rate")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--optimizer", g.optimizer, "adam or sgd")
+      ->check(CLI::IsMember({"adam", "sgd"}))
+      ->capture_default_str();
+  cmd->add_option("--momentum", t.momentum, "SGD momentum")
+      ->check(CLI::Range(0.0, 0.999999))
+      ->capture_default_str();
+  cmd->add_option("--limit", t.limit, "Train on the first N training sentences only (0: all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--seed", t.seed, "Seed of the init and the shuffles")->capture_default_str();
+  cmd->add_option("--min-count", g.min_count,
+                  "Words seen fewer times in the (limited) training set become <unk>")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+void finish_training_options(models::TrainingOptions& t, const GraphModelOptions& g) {
+  t.optimizer = g.optimizer == "sgd" ? models::Optimizer::Sgd : models::Optimizer::Adam;
+}
+
+std::string per_second(double n, const char* unit) {
+  if (n >= 1e3) return fmt::format("{:.1f}k {}/s", n / 1e3, unit);
+  return fmt::format("{:.1f} {}/s", n, unit);
+}
+
+// Keeps the first `limit` sentences (0: all).
+template <class Sentence>
+void apply_limit(std::vector<Sentence>& v, std::int64_t limit) {
+  if (limit > 0 && static_cast<std::size_t>(limit) < v.size())
+    v.resize(static_cast<std::size_t>(limit));
+}
+
+// The word vocabulary of the training sentences actually used, pruned to min_count, and the
+// sentences renumbered against it.
+template <class Sentence>
+data::Vocabulary training_vocabulary(std::vector<Sentence>& train, std::int64_t min_count) {
+  data::Vocabulary counts;
+  for (const Sentence& s : train)
+    for (const std::string& token : s.tokens) counts.add(token);
+  data::Vocabulary words = counts.pruned(min_count);
+  for (Sentence& s : train) s.set_word_ids(words);
+  return words;
+}
+
+// Runs a trainer with a progress bar over all batches and a line per epoch.
+template <class Train>
+models::TrainReport run_with_progress(std::int64_t epochs, std::int64_t batches, bool words_rate,
+                                      const Train& train) {
+  const bool tty = isatty(fileno(stdout)) != 0;
+  ProgressBar bar(epochs * batches);
+  models::TrainCallbacks cb;
+  cb.on_batch = [&](const models::BatchProgress& p) {
+    std::string status = fmt::format("epoch {}/{}  batch {}/{}  loss {:.4f}  acc {:.3f}  {}",
+                                     p.epoch, p.epochs, p.batch, p.batches, p.loss, p.accuracy,
+                                     per_second(p.sentences_per_second, "sent"));
+    if (words_rate) status += "  " + per_second(p.words_per_second, "words");
+    bar.update((p.epoch - 1) * batches + p.batch, status);
+  };
+  cb.on_epoch = [&](const models::EpochReport& e) {
+    if (tty) std::fputs("\r\033[K", stdout);
+    std::string line = fmt::format(
+        "epoch {:>3}  train loss {:.4f} (per sentence {:.3f})  train acc {:.4f}  dev acc {:.4f}  "
+        "{}",
+        e.epoch, e.train_loss, e.train_sentence_loss, e.train_accuracy, e.dev_accuracy,
+        per_second(e.sentences_per_second, "sent"));
+    if (words_rate) line += "  " + per_second(e.words_per_second, "words");
+    fmt::print("{}  ({:.1f} s train, {:.1f} s dev)\n", line, e.seconds, e.dev_seconds);
+  };
+  const models::TrainReport r = train(cb);
+  bar.finish();
+  return r;
+}
+
+void print_summary(const models::TrainReport& r) {
+  if (r.epochs.empty()) return;
+  const models::EpochReport& first = r.epochs.front();
+  const models::EpochReport& last = r.epochs.back();
+  double seconds = 0.0;
+  for (const models::EpochReport& e : r.epochs) seconds += e.seconds;
+  fmt::print(
+      "result: train loss {:.4f} -> {:.4f}, dev accuracy {:.4f} -> {:.4f}; {} epochs in "
+      "{:.1f} s: {}, {} (executor {})\n",
+      first.train_loss, last.train_loss, first.dev_accuracy, last.dev_accuracy, r.epochs.size(),
+      seconds,
+      per_second(
+          static_cast<double>(r.train_sentences) * static_cast<double>(r.epochs.size()) / seconds,
+          "sent"),
+      per_second(
+          static_cast<double>(r.train_words) * static_cast<double>(r.epochs.size()) / seconds,
+          "words"),
+      r.executor);
+}
+
+void run_tree_lstm_command(models::TreeLstmOptions o, const GraphModelOptions& g) {
+  finish_training_options(o.training, g);
+  const std::string dir = g.data + "/sst";
+  data::Vocabulary all_words;
+  std::vector<data::Tree> train = data::read_sst(dir + "/train.txt", all_words, /*grow=*/true);
+  apply_limit(train, o.training.limit);
+  const data::Vocabulary words = training_vocabulary(train, g.min_count);
+  data::Vocabulary dev_words = words;
+  const std::vector<data::Tree> dev = data::read_sst(dir + "/dev.txt", dev_words, /*grow=*/false);
+  std::int64_t train_words = 0;
+  for (const data::Tree& t : train) train_words += t.leaves();
+  fmt::print(
+      "Tree-LSTM sentiment (Tai et al. 2015, binary) on {}: {} training trees ({} words), "
+      "{} dev trees, vocabulary {} (min count {})\n",
+      dir, train.size(), train_words, dev.size(), words.size(), g.min_count);
+  fmt::print(
+      "model: embedding {}, hidden {}, 5-class softmax, loss over {}; batch {}, {} lr {}, "
+      "{} epochs, seed {}\n",
+      o.embedding, o.hidden, models::to_string(o.loss), o.training.batch,
+      models::to_string(o.training.optimizer), o.training.learning_rate, o.training.epochs,
+      o.training.seed);
+  const auto batches =
+      (static_cast<std::int64_t>(train.size()) + o.training.batch - 1) / o.training.batch;
+  const models::TrainReport r = run_with_progress(
+      o.training.epochs, batches, /*words_rate=*/true, [&](const models::TrainCallbacks& cb) {
+        return models::train_tree_lstm(o, words, train, dev, cb);
+      });
+  print_summary(r);
+}
+
+void run_bilstm_tagger_command(models::BiLstmTaggerOptions o, const GraphModelOptions& g) {
+  finish_training_options(o.training, g);
+  const std::string dir = g.data + "/wikiner";
+  data::Vocabulary all_words;
+  data::Vocabulary tags(data::Vocabulary::Unknown::Reject);
+  std::vector<data::TaggedSentence> train =
+      data::read_wikiner(dir + "/train.txt", all_words, tags, /*grow=*/true);
+  tags.freeze();
+  apply_limit(train, o.training.limit);
+  const data::Vocabulary words = training_vocabulary(train, g.min_count);
+  data::Vocabulary dev_words = words;
+  const std::vector<data::TaggedSentence> dev =
+      data::read_wikiner(dir + "/dev.txt", dev_words, tags, /*grow=*/false);
+  std::int64_t train_words = 0;
+  for (const data::TaggedSentence& s : train) train_words += s.size();
+  fmt::print(
+      "BiLSTM tagger on {}: {} training sentences ({} words), {} dev sentences, "
+      "vocabulary {} (min count {}), {} tags\n",
+      dir, train.size(), train_words, dev.size(), words.size(), g.min_count, tags.size());
+  fmt::print(
+      "model: embedding {}, BiLSTM hidden {} per direction, MLP {}, per-word loss; batch "
+      "{}, {} lr {}, {} epochs, seed {}\n",
+      o.embedding, o.hidden, o.mlp, o.training.batch, models::to_string(o.training.optimizer),
+      o.training.learning_rate, o.training.epochs, o.training.seed);
+  const auto batches =
+      (static_cast<std::int64_t>(train.size()) + o.training.batch - 1) / o.training.batch;
+  const models::TrainReport r = run_with_progress(
+      o.training.epochs, batches, /*words_rate=*/true, [&](const models::TrainCallbacks& cb) {
+        return models::train_bilstm_tagger(o, words, tags, train, dev, cb);
+      });
+  print_summary(r);
+}
 
 }  // namespace
 
@@ -144,6 +328,43 @@ void add_train_command(CLI::App& app) {
     cfg.backend = backends.at(o->backend);
     run_long_memory_command(cfg, o->log_every);
   });
+
+  auto tree = std::make_shared<models::TreeLstmOptions>();
+  auto tree_g = std::make_shared<GraphModelOptions>();
+  auto* tl = train->add_subcommand(
+      "tree-lstm", "Tree-LSTM sentiment classifier (Tai et al. 2015) on SST, CPU executor");
+  add_training_options(tl, tree->training, *tree_g);
+  tl->add_option("--embedding", tree->embedding, "Word embedding size E")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  tl->add_option("--hidden", tree->hidden, "Tree-LSTM hidden size H")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  auto tree_loss = std::make_shared<std::string>("all-nodes");
+  tl->add_option("--loss", *tree_loss, "Loss over every node's label (all-nodes) or the root's")
+      ->check(CLI::IsMember({"all-nodes", "root"}))
+      ->capture_default_str();
+  tl->callback([tree, tree_g, tree_loss] {
+    models::TreeLstmOptions options = *tree;
+    options.loss = *tree_loss == "root" ? models::TreeLoss::Root : models::TreeLoss::AllNodes;
+    run_tree_lstm_command(options, *tree_g);
+  });
+
+  auto tagger = std::make_shared<models::BiLstmTaggerOptions>();
+  auto tagger_g = std::make_shared<GraphModelOptions>();
+  auto* bt =
+      train->add_subcommand("bilstm-tagger", "BiLSTM named-entity tagger on WikiNER, CPU executor");
+  add_training_options(bt, tagger->training, *tagger_g);
+  bt->add_option("--embedding", tagger->embedding, "Word embedding size E")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bt->add_option("--hidden", tagger->hidden, "LSTM hidden size H of each direction")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bt->add_option("--mlp", tagger->mlp, "Hidden units of the tanh MLP before the tag softmax")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bt->callback([tagger, tagger_g] { run_bilstm_tagger_command(*tagger, *tagger_g); });
 }
 
 }  // namespace prnn::cli

@@ -1,0 +1,129 @@
+// End-to-end trainers for the dynamic-graph models of the VPPS benchmarks, over prnn/graph.h.
+//
+//   Tree-LSTM sentiment (SST)   Tai et al. 2015, binary Tree-LSTM: a leaf reads its word's
+//                               embedding [E]; an inner node combines its two children (no input);
+//                               a linear softmax classifier over the 5 sentiment classes reads h
+//                               [H] of every node (TreeLoss::AllNodes, as Tai et al. train) or of
+//                               the root only (TreeLoss::Root). Accuracy is the root's
+//                               (fine-grained, 5 classes), the usual SST sentence-level metric.
+//   BiLSTM tagger (WikiNER)     word embedding [E] -> BiLSTM (H per direction) -> [2H] -> tanh MLP
+//                               [M] -> tag softmax; one loss term per word; accuracy per word.
+//
+// Training: the training sentences (the first `limit` of them, when limit > 0) are shuffled every
+// epoch and cut into batches of `batch` sentences. A batch is ONE Graph holding every sentence's
+// computation, whose loss is the SUM of the per-sentence losses (a super-graph, as DyNet batches);
+// one forward, one backward and one optimizer update per batch. Adam by default, SGD optional.
+// After every epoch the dev set is classified (forward only, no dropout) for its accuracy.
+// Everything is a deterministic function of the options and the data: the same seed gives the
+// same losses bit for bit on the same executor.
+//
+// Executors: the computation goes through graph::Executor, the CPU reference (CpuExecutor) when
+// none is given; a GPU executor plugs in behind the same code.
+//
+// Sentences must use word ids below `words.size()` (read the data with that vocabulary, see
+// prnn/data.h); bad options, an empty training set, or ids/labels out of range throw
+// InvalidArgument naming the field and the value.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "prnn/data.h"
+#include "prnn/graph.h"
+
+namespace prnn::models {
+
+enum class Optimizer : std::uint8_t {
+  Adam,  // graph::AdamTrainer (β = 0.9, 0.999, ε = 1e-8)
+  Sgd,   // graph::SimpleSgdTrainer with `momentum`
+};
+const char* to_string(Optimizer o);
+
+// What every trainer shares.
+struct TrainingOptions {
+  std::int64_t epochs = 5;
+  std::int64_t batch = 32;  // sentences per graph / per update
+  std::int64_t limit = 0;   // use only the first `limit` training sentences; 0: all
+  Optimizer optimizer = Optimizer::Adam;
+  double learning_rate = 1e-3;
+  double momentum = 0.0;   // Sgd only, in [0, 1)
+  std::uint64_t seed = 1;  // parameter init and the per-epoch shuffles
+};
+
+enum class TreeLoss : std::uint8_t {
+  AllNodes,  // Σ over every node of the tree of -log p(label of the node)  (Tai et al. 2015)
+  Root,      // -log p(label of the root) only
+};
+const char* to_string(TreeLoss l);
+
+struct TreeLstmOptions {
+  TrainingOptions training;
+  std::int64_t embedding = 256;  // E
+  std::int64_t hidden = 256;     // H
+  TreeLoss loss = TreeLoss::AllNodes;
+};
+
+struct BiLstmTaggerOptions {
+  TrainingOptions training;
+  std::int64_t embedding = 128;  // E
+  std::int64_t hidden = 50;      // H of each direction
+  std::int64_t mlp = 32;         // hidden units of the tanh MLP
+};
+
+// Reported during an epoch, after every batch.
+struct BatchProgress {
+  std::int64_t epoch = 0;  // 1-based
+  std::int64_t epochs = 0;
+  std::int64_t batch = 0;    // 1-based within the epoch
+  std::int64_t batches = 0;  // per epoch
+  double loss = 0.0;         // mean loss per loss term so far this epoch
+  double accuracy = 0.0;     // training accuracy so far this epoch (predictions before updates)
+  double sentences_per_second = 0.0;  // so far this epoch
+  double words_per_second = 0.0;
+};
+
+struct EpochReport {
+  std::int64_t epoch = 0;            // 1-based
+  double train_loss = 0.0;           // mean per loss term (tree node or root; tagged word)
+  double train_sentence_loss = 0.0;  // mean per training sentence
+  double train_accuracy = 0.0;       // measured while training, before each batch's update
+  double dev_accuracy = 0.0;         // after the epoch; 0 without a dev set
+  double seconds = 0.0;              // training time of the epoch, without the dev pass
+  double sentences_per_second = 0.0;
+  double words_per_second = 0.0;
+  double dev_seconds = 0.0;
+};
+
+struct TrainReport {
+  std::string executor;              // Executor::name()
+  std::int64_t parameters = 0;       // trainable scalars (dense plus lookup tables)
+  std::int64_t train_sentences = 0;  // after `limit`
+  std::int64_t train_words = 0;
+  std::int64_t dev_sentences = 0;
+  std::vector<EpochReport> epochs;
+};
+
+struct TrainCallbacks {
+  std::function<void(const BatchProgress&)> on_batch;
+  std::function<void(const EpochReport&)> on_epoch;
+};
+
+// Trains a Tree-LSTM on `train` and reports dev root accuracy after each epoch. `dev` may be
+// empty. `executor` null: a CpuExecutor (fp32).
+TrainReport train_tree_lstm(const TreeLstmOptions& options, const data::Vocabulary& words,
+                            const std::vector<data::Tree>& train,
+                            const std::vector<data::Tree>& dev,
+                            const TrainCallbacks& callbacks = {},
+                            graph::Executor* executor = nullptr);
+
+// Trains the BiLSTM tagger; tag ids must lie below `tags.size()`. Accuracy is per word.
+TrainReport train_bilstm_tagger(const BiLstmTaggerOptions& options, const data::Vocabulary& words,
+                                const data::Vocabulary& tags,
+                                const std::vector<data::TaggedSentence>& train,
+                                const std::vector<data::TaggedSentence>& dev,
+                                const TrainCallbacks& callbacks = {},
+                                graph::Executor* executor = nullptr);
+
+}  // namespace prnn::models

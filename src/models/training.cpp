@@ -1,0 +1,202 @@
+// The shared training loop (contract in models/training.h and prnn/models.h).
+#include "models/training.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <numeric>
+#include <random>
+
+#include "core/check.h"
+
+namespace prnn::models {
+
+const char* to_string(Optimizer o) {
+  switch (o) {
+    case Optimizer::Adam:
+      return "adam";
+    case Optimizer::Sgd:
+      return "sgd";
+  }
+  return "?";
+}
+
+const char* to_string(TreeLoss l) {
+  switch (l) {
+    case TreeLoss::AllNodes:
+      return "all-nodes";
+    case TreeLoss::Root:
+      return "root";
+  }
+  return "?";
+}
+
+namespace detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Index of the largest value (the first of equal ones).
+std::size_t argmax(const std::vector<double>& v) {
+  return static_cast<std::size_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// Fisher-Yates with mt19937_64, whose output sequence the standard fixes (std::shuffle and the
+// distributions are implementation-defined), so the order is the same on every platform.
+void shuffle(std::vector<std::size_t>& v, std::mt19937_64& rng) {
+  for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng() % i]);
+}
+
+std::unique_ptr<graph::Trainer> make_trainer(const TrainingOptions& o, graph::Model& model) {
+  if (o.optimizer == Optimizer::Sgd)
+    return std::make_unique<graph::SimpleSgdTrainer>(model, o.learning_rate, o.momentum);
+  return std::make_unique<graph::AdamTrainer>(model, o.learning_rate);
+}
+
+// Seeds the shuffles apart from the Model's init stream (which uses the seed itself).
+constexpr std::uint64_t kShuffleSalt = 0x9e3779b97f4a7c15ULL;
+
+// Root/word accuracy of the dev set, forward only.
+double dev_accuracy(const TrainingOptions& o, std::size_t dev_size, const ModelHooks& hooks,
+                    graph::Executor& ex) {
+  std::int64_t correct = 0, total = 0;
+  const auto batch = static_cast<std::size_t>(o.batch);
+  for (std::size_t begin = 0; begin < dev_size; begin += batch) {
+    graph::Graph g(0, /*training=*/false);
+    hooks.new_graph(g);
+    std::vector<SentenceExprs> sentences;
+    graph::Expr last;
+    for (std::size_t i = begin; i < std::min(dev_size, begin + batch); ++i) {
+      sentences.push_back(hooks.add_sentence(g, i, /*from_train=*/false));
+      for (graph::Expr e : sentences.back().logits)
+        if (!last.valid() || e.id > last.id) last = e;
+    }
+    if (!last.valid()) continue;
+    ex.forward(g, last);
+    for (const SentenceExprs& s : sentences)
+      for (std::size_t k = 0; k < s.logits.size(); ++k) {
+        correct += argmax(ex.value(s.logits[k])) == static_cast<std::size_t>(s.gold[k]) ? 1 : 0;
+        ++total;
+      }
+  }
+  return total > 0 ? static_cast<double>(correct) / static_cast<double>(total) : 0.0;
+}
+
+}  // namespace
+
+void check_training_options(const TrainingOptions& o) {
+  PRNN_EXPECT(o.epochs >= 1, "training options: epochs must be >= 1, got {}", o.epochs);
+  PRNN_EXPECT(o.batch >= 1, "training options: batch must be >= 1, got {}", o.batch);
+  PRNN_EXPECT(o.limit >= 0, "training options: limit must be >= 0 (0: all), got {}", o.limit);
+  PRNN_EXPECT(o.learning_rate > 0.0, "training options: learning_rate must be > 0, got {}",
+              o.learning_rate);
+  PRNN_EXPECT(o.momentum >= 0.0 && o.momentum < 1.0,
+              "training options: momentum must lie in [0, 1), got {}", o.momentum);
+  PRNN_EXPECT(o.optimizer == Optimizer::Adam || o.optimizer == Optimizer::Sgd,
+              "training options: unknown optimizer {}", static_cast<int>(o.optimizer));
+}
+
+std::size_t limited_size(const TrainingOptions& o, std::size_t available) {
+  const auto limit = static_cast<std::size_t>(o.limit);
+  const std::size_t n = o.limit > 0 ? std::min(limit, available) : available;
+  PRNN_EXPECT(n > 0, "training: the training set is empty");
+  return n;
+}
+
+std::int64_t parameter_count(graph::Model& model) {
+  std::int64_t n = 0;
+  for (std::size_t i = 0; i < model.parameter_count(); ++i) n += model.parameter(i).dim().size();
+  for (std::size_t i = 0; i < model.lookup_count(); ++i) {
+    const graph::LookupParameter lp = model.lookup_parameter(i);
+    n += lp.size() * lp.dim().size();
+  }
+  return n;
+}
+
+TrainReport run_training(const TrainingOptions& o, graph::Model& model, std::size_t train_size,
+                         std::size_t dev_size, const ModelHooks& hooks,
+                         const TrainCallbacks& callbacks, graph::Executor* executor) {
+  graph::CpuExecutor cpu;
+  graph::Executor& ex = executor != nullptr ? *executor : cpu;
+  const std::unique_ptr<graph::Trainer> trainer = make_trainer(o, model);
+  std::mt19937_64 rng(o.seed ^ kShuffleSalt);
+
+  TrainReport report;
+  report.executor = ex.name();
+  report.parameters = parameter_count(model);
+  report.train_sentences = static_cast<std::int64_t>(train_size);
+  report.dev_sentences = static_cast<std::int64_t>(dev_size);
+  for (std::size_t i = 0; i < train_size; ++i) report.train_words += hooks.words(i, true);
+
+  const auto batch = static_cast<std::size_t>(o.batch);
+  const std::size_t batches = (train_size + batch - 1) / batch;
+  std::vector<std::size_t> order(train_size);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+
+  for (std::int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
+    shuffle(order, rng);
+    double loss_sum = 0.0;
+    std::int64_t loss_terms = 0, correct = 0, predictions = 0, sentences = 0, words = 0;
+    const Clock::time_point t0 = Clock::now();
+    for (std::size_t b = 0; b < batches; ++b) {
+      graph::Graph g;
+      hooks.new_graph(g);
+      std::vector<SentenceExprs> batch_exprs;
+      std::vector<graph::Expr> losses;
+      for (std::size_t k = b * batch; k < std::min(train_size, (b + 1) * batch); ++k) {
+        batch_exprs.push_back(hooks.add_sentence(g, order[k], /*from_train=*/true));
+        losses.push_back(batch_exprs.back().loss);
+        loss_terms += batch_exprs.back().loss_terms;
+        words += hooks.words(order[k], true);
+        ++sentences;
+      }
+      const graph::Expr total = losses.size() == 1 ? losses[0] : graph::sum(losses);
+      ex.forward(g, total);
+      loss_sum += ex.scalar(total);
+      for (const SentenceExprs& s : batch_exprs)
+        for (std::size_t k = 0; k < s.logits.size(); ++k) {
+          correct += argmax(ex.value(s.logits[k])) == static_cast<std::size_t>(s.gold[k]) ? 1 : 0;
+          ++predictions;
+        }
+      ex.backward(g, total);
+      trainer->update();
+
+      if (callbacks.on_batch) {
+        const double secs = seconds_since(t0);
+        BatchProgress p;
+        p.epoch = epoch;
+        p.epochs = o.epochs;
+        p.batch = static_cast<std::int64_t>(b) + 1;
+        p.batches = static_cast<std::int64_t>(batches);
+        p.loss = loss_sum / static_cast<double>(std::max<std::int64_t>(loss_terms, 1));
+        p.accuracy = static_cast<double>(correct) /
+                     static_cast<double>(std::max<std::int64_t>(predictions, 1));
+        p.sentences_per_second = secs > 0 ? static_cast<double>(sentences) / secs : 0.0;
+        p.words_per_second = secs > 0 ? static_cast<double>(words) / secs : 0.0;
+        callbacks.on_batch(p);
+      }
+    }
+    EpochReport r;
+    r.epoch = epoch;
+    r.seconds = seconds_since(t0);
+    r.train_loss = loss_sum / static_cast<double>(std::max<std::int64_t>(loss_terms, 1));
+    r.train_sentence_loss = loss_sum / static_cast<double>(sentences);
+    r.train_accuracy =
+        static_cast<double>(correct) / static_cast<double>(std::max<std::int64_t>(predictions, 1));
+    r.sentences_per_second = r.seconds > 0 ? static_cast<double>(sentences) / r.seconds : 0.0;
+    r.words_per_second = r.seconds > 0 ? static_cast<double>(words) / r.seconds : 0.0;
+    const Clock::time_point t1 = Clock::now();
+    r.dev_accuracy = dev_accuracy(o, dev_size, hooks, ex);
+    r.dev_seconds = seconds_since(t1);
+    report.epochs.push_back(r);
+    if (callbacks.on_epoch) callbacks.on_epoch(r);
+  }
+  return report;
+}
+
+}  // namespace detail
+}  // namespace prnn::models

@@ -1,0 +1,258 @@
+// End-to-end trainers (prnn/models.h) on the 200-line excerpts in tests/data, with small sizes:
+// overfitting a small training set is the check that the models learn (the training loss falls
+// by a stated factor and the training-set accuracy passes a stated threshold); the same seed gives
+// the same losses bit for bit, and through an explicitly given executor the same as the default;
+// bad options and out-of-range data throw InvalidArgument.
+#include "prnn/models.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "support/expect.h"
+
+namespace prnn::models {
+namespace {
+
+using test::expect_invalid;
+
+std::string test_data(const std::string& name) {
+  return std::string(PRNN_TEST_DATA_DIR) + "/" + name;
+}
+
+struct Sst {
+  data::Vocabulary words;
+  std::vector<data::Tree> trees;
+};
+const Sst& sst() {
+  static const Sst s = [] {
+    Sst r;
+    r.trees = data::read_sst(test_data("sst_dev_200.txt"), r.words, /*grow=*/true);
+    return r;
+  }();
+  return s;
+}
+
+struct WikiNer {
+  data::Vocabulary words;
+  data::Vocabulary tags{data::Vocabulary::Unknown::Reject};
+  std::vector<data::TaggedSentence> sentences;
+};
+const WikiNer& wikiner() {
+  static const WikiNer w = [] {
+    WikiNer r;
+    r.sentences = data::read_wikiner(test_data("wikiner_dev_200.txt"), r.words, r.tags, true);
+    return r;
+  }();
+  return w;
+}
+
+std::vector<double> losses(const TrainReport& r) {
+  std::vector<double> v;
+  for (const EpochReport& e : r.epochs) v.push_back(e.train_loss);
+  return v;
+}
+
+TreeLstmOptions small_tree_lstm() {
+  TreeLstmOptions o;
+  o.embedding = 16;
+  o.hidden = 16;
+  o.training.batch = 8;
+  o.training.learning_rate = 1e-2;
+  o.training.seed = 7;
+  return o;
+}
+
+BiLstmTaggerOptions small_tagger() {
+  BiLstmTaggerOptions o;
+  o.embedding = 16;
+  o.hidden = 16;
+  o.mlp = 16;
+  o.training.batch = 8;
+  o.training.learning_rate = 1e-2;
+  o.training.seed = 7;
+  return o;
+}
+
+// ---- Tree-LSTM ------------------------------------------------------------------------------
+
+// 100 trees, every-node loss, batch 4, Adam 2e-2: in 25 epochs the mean per-node loss falls at
+// least 10x (from about 1.2 in the first epoch) and, evaluated on those same trees afterwards,
+// the root accuracy exceeds 0.85 (chance is 0.2, the majority root class 0.38). Over seeds 1-5
+// and 7 the measured fall was 19x-31x and the accuracy 0.91-0.96.
+TEST(TreeLstmTrainer, OverfitsASmallTrainingSet) {
+  constexpr std::int64_t kTrees = 100;
+  TreeLstmOptions o = small_tree_lstm();
+  o.training.epochs = 25;
+  o.training.batch = 4;
+  o.training.learning_rate = 2e-2;
+  o.training.limit = kTrees;
+  const std::vector<data::Tree> train(sst().trees.begin(), sst().trees.begin() + kTrees);
+  std::int64_t progress_calls = 0;
+  TrainCallbacks cb;
+  cb.on_batch = [&](const BatchProgress& p) {
+    ++progress_calls;
+    EXPECT_EQ(p.batches, (kTrees + o.training.batch - 1) / o.training.batch);
+  };
+  const TrainReport r = train_tree_lstm(o, sst().words, sst().trees, train, cb);
+  ASSERT_EQ(r.epochs.size(), 25u);
+  EXPECT_EQ(r.executor, "cpu");
+  EXPECT_EQ(r.train_sentences, kTrees);
+  EXPECT_EQ(progress_calls,
+            o.training.epochs * ((kTrees + o.training.batch - 1) / o.training.batch));
+  const auto l = losses(r);
+  EXPECT_LT(l.back(), l.front() / 10) << "first epoch " << l.front() << ", last " << l.back();
+  EXPECT_GT(r.epochs.back().dev_accuracy, 0.85);
+  EXPECT_GT(r.epochs.back().sentences_per_second, 0.0);
+  EXPECT_GT(r.epochs.back().words_per_second, r.epochs.back().sentences_per_second);
+}
+
+// Root-only loss with SGD (momentum 0.9, lr 0.05, batch 2) still learns: on 30 trees the loss
+// falls at least 2x in 30 epochs (measured over seeds 1-5 and 7: 2.6x-85x).
+TEST(TreeLstmTrainer, RootLossWithSgdLearns) {
+  TreeLstmOptions o = small_tree_lstm();
+  o.loss = TreeLoss::Root;
+  o.training.optimizer = Optimizer::Sgd;
+  o.training.learning_rate = 0.05;
+  o.training.momentum = 0.9;
+  o.training.batch = 2;
+  o.training.epochs = 30;
+  o.training.limit = 30;
+  const TrainReport r = train_tree_lstm(o, sst().words, sst().trees, {});
+  const auto l = losses(r);
+  EXPECT_LT(l.back(), l.front() / 2) << "first epoch " << l.front() << ", last " << l.back();
+  EXPECT_EQ(r.dev_sentences, 0);
+}
+
+// Same seed -> the same losses and accuracies bit for bit, whether the executor is the default
+// or given; another seed -> other losses.
+TEST(TreeLstmTrainer, DeterministicGivenTheSeed) {
+  TreeLstmOptions o = small_tree_lstm();
+  o.training.epochs = 2;
+  o.training.limit = 24;
+  const std::vector<data::Tree> dev(sst().trees.end() - 16, sst().trees.end());
+  const TrainReport a = train_tree_lstm(o, sst().words, sst().trees, dev);
+  graph::CpuExecutor cpu;
+  const TrainReport b = train_tree_lstm(o, sst().words, sst().trees, dev, {}, &cpu);
+  EXPECT_EQ(losses(a), losses(b));
+  for (std::size_t e = 0; e < a.epochs.size(); ++e) {
+    EXPECT_EQ(a.epochs[e].train_accuracy, b.epochs[e].train_accuracy);
+    EXPECT_EQ(a.epochs[e].dev_accuracy, b.epochs[e].dev_accuracy);
+  }
+  o.training.seed += 1;
+  const TrainReport c = train_tree_lstm(o, sst().words, sst().trees, dev);
+  EXPECT_NE(losses(a), losses(c));
+}
+
+TEST(TreeLstmTrainer, RejectsBadOptionsAndData) {
+  const auto& words = sst().words;
+  const auto& trees = sst().trees;
+  const auto run = [&](const TreeLstmOptions& o) {
+    return [&, o] { train_tree_lstm(o, words, trees, {}); };
+  };
+  TreeLstmOptions o = small_tree_lstm();
+  o.training.epochs = 0;
+  expect_invalid(run(o), {"epochs", "0"});
+  o = small_tree_lstm();
+  o.training.batch = -2;
+  expect_invalid(run(o), {"batch", "-2"});
+  o = small_tree_lstm();
+  o.training.limit = -1;
+  expect_invalid(run(o), {"limit", "-1"});
+  o = small_tree_lstm();
+  o.training.learning_rate = 0.0;
+  expect_invalid(run(o), {"learning_rate"});
+  o = small_tree_lstm();
+  o.training.momentum = 1.0;
+  expect_invalid(run(o), {"momentum"});
+  o = small_tree_lstm();
+  o.hidden = 0;
+  expect_invalid(run(o), {"hidden", "0"});
+  o = small_tree_lstm();
+  o.embedding = -3;
+  expect_invalid(run(o), {"embedding", "-3"});
+  expect_invalid([&] { train_tree_lstm(small_tree_lstm(), words, {}, {}); }, {"empty"});
+
+  // A vocabulary smaller than the trees' word ids.
+  data::Vocabulary tiny;
+  tiny.add("a");
+  expect_invalid([&] { train_tree_lstm(small_tree_lstm(), tiny, trees, {}); },
+                 {"train tree 0", "word id", "[0, 2)"});
+  std::vector<data::Tree> bad(trees.begin(), trees.begin() + 2);
+  bad[1].nodes[0].label = 5;
+  expect_invalid([&] { train_tree_lstm(small_tree_lstm(), words, trees, bad); },
+                 {"dev tree 1 node 0", "label", "5"});
+}
+
+// ---- BiLSTM tagger --------------------------------------------------------------------------
+
+// 40 sentences, batch 4, Adam 2e-2: in 15 epochs the mean per-word loss falls at least 20x
+// (from about 1.0) and the per-word accuracy on those same sentences afterwards exceeds 0.98 and
+// the majority-tag rate (0.83, tag O). Over seeds 1-5 and 7 the measured fall was 200x-460x
+// and the accuracy 1.0.
+TEST(BiLstmTaggerTrainer, OverfitsASmallTrainingSet) {
+  constexpr std::int64_t kSentences = 40;
+  BiLstmTaggerOptions o = small_tagger();
+  o.training.epochs = 15;
+  o.training.batch = 4;
+  o.training.learning_rate = 2e-2;
+  o.training.limit = kSentences;
+  const auto& w = wikiner();
+  const std::vector<data::TaggedSentence> train(w.sentences.begin(),
+                                                w.sentences.begin() + kSentences);
+  std::map<int, std::int64_t> tag_counts;
+  std::int64_t tokens = 0;
+  for (const auto& s : train)
+    for (int t : s.tags) {
+      ++tag_counts[t];
+      ++tokens;
+    }
+  std::int64_t majority = 0;
+  for (const auto& [tag, n] : tag_counts) majority = std::max(majority, n);
+  const double majority_rate = static_cast<double>(majority) / static_cast<double>(tokens);
+
+  const TrainReport r = train_bilstm_tagger(o, w.words, w.tags, w.sentences, train);
+  ASSERT_EQ(r.epochs.size(), 15u);
+  EXPECT_EQ(r.train_words, tokens);
+  const auto l = losses(r);
+  EXPECT_LT(l.back(), l.front() / 20) << "first epoch " << l.front() << ", last " << l.back();
+  EXPECT_GT(r.epochs.back().dev_accuracy, 0.98);
+  EXPECT_GT(r.epochs.back().dev_accuracy, majority_rate);
+  EXPECT_GT(r.epochs.back().words_per_second, r.epochs.back().sentences_per_second);
+}
+
+TEST(BiLstmTaggerTrainer, DeterministicGivenTheSeed) {
+  BiLstmTaggerOptions o = small_tagger();
+  o.training.epochs = 2;
+  o.training.limit = 16;
+  const auto& w = wikiner();
+  const std::vector<data::TaggedSentence> dev(w.sentences.end() - 16, w.sentences.end());
+  const TrainReport a = train_bilstm_tagger(o, w.words, w.tags, w.sentences, dev);
+  const TrainReport b = train_bilstm_tagger(o, w.words, w.tags, w.sentences, dev);
+  EXPECT_EQ(losses(a), losses(b));
+  EXPECT_EQ(a.epochs.back().dev_accuracy, b.epochs.back().dev_accuracy);
+  o.training.seed += 1;
+  EXPECT_NE(losses(a), losses(train_bilstm_tagger(o, w.words, w.tags, w.sentences, dev)));
+}
+
+TEST(BiLstmTaggerTrainer, RejectsBadOptionsAndData) {
+  const auto& w = wikiner();
+  BiLstmTaggerOptions o = small_tagger();
+  o.mlp = 0;
+  expect_invalid([&] { train_bilstm_tagger(o, w.words, w.tags, w.sentences, {}); }, {"mlp", "0"});
+  o = small_tagger();
+  o.training.epochs = -1;
+  expect_invalid([&] { train_bilstm_tagger(o, w.words, w.tags, w.sentences, {}); },
+                 {"epochs", "-1"});
+  data::Vocabulary one_tag(data::Vocabulary::Unknown::Reject);
+  one_tag.add("O");
+  expect_invalid([&] { train_bilstm_tagger(small_tagger(), w.words, one_tag, w.sentences, {}); },
+                 {"train sentence", "tag id", "[0, 1)"});
+  expect_invalid([&] { train_bilstm_tagger(small_tagger(), w.words, w.tags, {}, {}); }, {"empty"});
+}
+
+}  // namespace
+}  // namespace prnn::models
