@@ -296,6 +296,56 @@ class CpuExecutor final : public Executor {
   std::unique_ptr<State> state_;
 };
 
+// DyNet-style on-the-fly autobatching (Neubig et al. 2017). Before executing, a planner groups the
+// nodes of the graph (the super-graph of a mini-batch) into batches of nodes with one signature
+// (same op and shapes; for matrix products the same weight node, DyNet's "sharing the same
+// weights"; lookups per LookupParameter) whose arguments all come from earlier batches; each batch
+// then runs as one batched operation (W·[x_1 .. x_n] as one matrix product, elementwise ops over
+// the concatenated batch) and backward runs the batches in reverse.
+enum class BatchStrategy : std::uint8_t {
+  Depth,   // one batch per (depth, signature), depth = longest path from a leaf
+  Agenda,  // DyNet's default: repeatedly run the ready signature of lowest average depth
+};
+const char* to_string(BatchStrategy s);
+
+// What the last forward/backward of an AutobatchExecutor did. Times are host wall clock.
+struct AutobatchStats {
+  struct PerSignature {
+    std::string name;  // e.g. "affine_transform 20x1 W=#3,#5"
+    std::size_t batches = 0;
+    std::size_t nodes = 0;
+  };
+  std::size_t nodes = 0;    // nodes planned (0..last)
+  std::size_t batches = 0;  // batches run by forward
+  double average_batch_size() const {
+    return batches == 0 ? 0.0 : static_cast<double>(nodes) / static_cast<double>(batches);
+  }
+  double plan_seconds = 0.0;      // building the schedule
+  double forward_seconds = 0.0;   // executing it, planning excluded
+  double backward_seconds = 0.0;
+  std::vector<PerSignature> per_signature;  // in order of first appearance in the graph
+};
+
+// fp32 on the host. Agrees with CpuExecutor up to the summation order inside batched products.
+class AutobatchExecutor final : public Executor {
+ public:
+  explicit AutobatchExecutor(BatchStrategy strategy = BatchStrategy::Agenda);
+  ~AutobatchExecutor() override;
+  const char* name() const override { return "autobatch-cpu"; }
+  void forward(Graph& g, Expr last) override;
+  void backward(Graph& g, Expr loss) override;
+  std::vector<double> value(Expr e) const override;
+  std::vector<double> gradient(Expr e) const override;
+  BatchStrategy strategy() const { return strategy_; }
+  const AutobatchStats& stats() const;
+
+  struct State;  // internal
+
+ private:
+  BatchStrategy strategy_;
+  std::unique_ptr<State> state_;
+};
+
 // ---- Trainers ----------------------------------------------------------------------------------
 
 class Trainer {

@@ -8,6 +8,25 @@
 //                               (fine-grained, 5 classes), the usual SST sentence-level metric.
 //   BiLSTM tagger (WikiNER)     word embedding [E] -> BiLSTM (H per direction) -> [2H] -> tanh MLP
 //                               [M] -> tag softmax; one loss term per word; accuracy per word.
+//   RvNN sentiment (SST)        Socher et al.'s recursive network over the parse tree, leaf and
+//                               inner weights untied (as the VPPS paper does, after its ref. [29]):
+//                               leaf h = tanh(W_x E[word] + b_x), inner h = tanh(W_L h_l + W_R h_r
+//                               + b) = tanh(W [h_l; h_r] + b) [H]; linear softmax over the 5
+//                               classes at every node or the root only (TreeLoss). Root accuracy.
+//   TD-RNN sentiment (SST)      the VPPS paper's time-delay network: level 0 is the sentence's word
+//                               embeddings [H]; level k+1 has one node per adjacent pair of level
+//                               k, h = tanh(W_L h_i + W_R h_{i+1} + b), one composition function
+//                               for every level (Socher et al.), until one node remains (n words:
+//                               n(n-1)/2 compositions); that node -> tanh MLP [M] -> 5-class
+//                               softmax, loss and accuracy on the sentence (root) label.
+//   TD-LSTM sentiment (SST)     TD-RNN with the composition an LSTM: level 0 is TreeLSTM.leaf of
+//                               the embeddings [E], a pair is TreeLSTM.compose(left, right) (binary
+//                               Tree-LSTM cell, a forget gate per side) [H]; same MLP and loss.
+//   BiLSTM char tagger          the BiLSTM tagger whose word representation [E], for a rare word
+//   (WikiNER)                   (training count below `rare_below`, 5 as in the VPPS paper and
+//                               DyNet's example, or <unk>), is INSTEAD the concatenation of a
+//                               character BiLSTM's final forward and backward states [E/2 each]
+//                               over character embeddings [C]; other words keep E[word].
 //
 // Training: the training sentences (the first `limit` of them, when limit > 0) are shuffled every
 // epoch and cut into batches of `batch` sentences. A batch is ONE Graph holding every sentence's
@@ -125,5 +144,62 @@ TrainReport train_bilstm_tagger(const BiLstmTaggerOptions& options, const data::
                                 const std::vector<data::TaggedSentence>& dev,
                                 const TrainCallbacks& callbacks = {},
                                 graph::Executor* executor = nullptr);
+
+// ---- The other models of the VPPS benchmarks ----------------------------------------------------
+
+struct RvnnOptions {
+  TrainingOptions training;
+  std::int64_t embedding = 512;  // E (the VPPS paper: 512)
+  std::int64_t hidden = 512;     // H
+  TreeLoss loss = TreeLoss::AllNodes;
+};
+
+struct TdRnnOptions {
+  TrainingOptions training;
+  std::int64_t hidden = 512;  // H, also the word embedding size (level 0 feeds the composition)
+  std::int64_t mlp = 256;     // hidden units of the tanh MLP before the softmax
+};
+
+struct TdLstmOptions {
+  TrainingOptions training;
+  std::int64_t embedding = 256;  // E
+  std::int64_t hidden = 256;     // H
+  std::int64_t mlp = 256;        // hidden units of the tanh MLP before the softmax
+};
+
+struct BiLstmCharTaggerOptions {
+  TrainingOptions training;
+  std::int64_t embedding = 128;      // E, even: a rare word's char-BiLSTM has E/2 per direction
+  std::int64_t char_embedding = 20;  // C
+  std::int64_t hidden = 50;          // H of each direction of the word BiLSTM
+  std::int64_t mlp = 32;             // hidden units of the tanh MLP
+  std::int64_t rare_below = 5;       // words counted fewer times in `words` read by characters
+};
+
+// RvNN on SST; contract as train_tree_lstm.
+TrainReport train_rvnn(const RvnnOptions& options, const data::Vocabulary& words,
+                       const std::vector<data::Tree>& train, const std::vector<data::Tree>& dev,
+                       const TrainCallbacks& callbacks = {}, graph::Executor* executor = nullptr);
+
+// TD-RNN / TD-LSTM on SST: only the trees' leaves (the sentence) and root labels are read; one loss
+// term per sentence.
+TrainReport train_td_rnn(const TdRnnOptions& options, const data::Vocabulary& words,
+                         const std::vector<data::Tree>& train, const std::vector<data::Tree>& dev,
+                         const TrainCallbacks& callbacks = {}, graph::Executor* executor = nullptr);
+TrainReport train_td_lstm(const TdLstmOptions& options, const data::Vocabulary& words,
+                          const std::vector<data::Tree>& train, const std::vector<data::Tree>& dev,
+                          const TrainCallbacks& callbacks = {},
+                          graph::Executor* executor = nullptr);
+
+// BiLSTM tagger with character features. `words` gives the counts that decide rareness (a pruned
+// vocabulary keeps them); `chars` is a character vocabulary (data::char_vocabulary) and must hold
+// <unk>; the sentences' tokens are spelled through it.
+TrainReport train_bilstm_char_tagger(const BiLstmCharTaggerOptions& options,
+                                     const data::Vocabulary& words, const data::Vocabulary& chars,
+                                     const data::Vocabulary& tags,
+                                     const std::vector<data::TaggedSentence>& train,
+                                     const std::vector<data::TaggedSentence>& dev,
+                                     const TrainCallbacks& callbacks = {},
+                                     graph::Executor* executor = nullptr);
 
 }  // namespace prnn::models

@@ -198,5 +198,34 @@ TrainReport run_training(const TrainingOptions& o, graph::Model& model, std::siz
   return report;
 }
 
+void check_trees(const char* trainer, const char* set, const std::vector<data::Tree>& trees,
+                 std::size_t count, int vocabulary) {
+  using data::Tree;
+  for (std::size_t t = 0; t < count; ++t) {
+    const Tree& tree = trees[t];
+    PRNN_EXPECT(!tree.nodes.empty() && tree.root == static_cast<int>(tree.nodes.size()) - 1,
+                "{}: {} tree {}: expected a non-empty post-order tree (root last), got {} nodes "
+                "and root {}",
+                trainer, set, t, tree.nodes.size(), tree.root);
+    for (std::size_t i = 0; i < tree.nodes.size(); ++i) {
+      const data::TreeNode& n = tree.nodes[i];
+      PRNN_EXPECT(n.label >= 0 && n.label < Tree::kLabels,
+                  "{}: {} tree {} node {}: label must lie in [0, {}), got {}", trainer, set, t, i,
+                  Tree::kLabels, n.label);
+      if (n.is_leaf()) {
+        PRNN_EXPECT(n.word >= 0 && n.word < vocabulary,
+                    "{}: {} tree {} node {}: word id must lie in [0, {}) (the vocabulary's size), "
+                    "got {}",
+                    trainer, set, t, i, vocabulary, n.word);
+      } else {
+        PRNN_EXPECT(n.left >= 0 && n.right >= 0 && n.left < static_cast<int>(i) &&
+                        n.right < static_cast<int>(i),
+                    "{}: {} tree {} node {}: children must precede their parent, got {} and {}",
+                    trainer, set, t, i, n.left, n.right);
+      }
+    }
+  }
+}
+
 }  // namespace detail
 }  // namespace prnn::models

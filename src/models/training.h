@@ -35,6 +35,12 @@ void check_training_options(const TrainingOptions& o);
 std::size_t limited_size(const TrainingOptions& o, std::size_t available);
 std::int64_t parameter_count(graph::Model& model);
 
+// Throws InvalidArgument, naming `trainer`, unless the first `count` trees are non-empty post-order
+// trees (root last, children before parents) with labels in [0, 5) and word ids below
+// `vocabulary`.
+void check_trees(const char* trainer, const char* set, const std::vector<data::Tree>& trees,
+                 std::size_t count, int vocabulary);
+
 TrainReport run_training(const TrainingOptions& o, graph::Model& model, std::size_t train_size,
                          std::size_t dev_size, const ModelHooks& hooks,
                          const TrainCallbacks& callbacks, graph::Executor* executor);

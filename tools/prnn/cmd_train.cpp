@@ -3,6 +3,8 @@
 // `prnn train tree-lstm` / `prnn train bilstm-tagger`: the dynamic-graph models of prnn/models.h
 // on SST / WikiNER read from DIR/sst or DIR/wikiner (train.txt, dev.txt), with a progress bar and
 // one line per epoch (train loss, dev accuracy, sentences/s and words/s).
+// `prnn train rvnn` / `td-rnn` / `td-lstm` (SST) and `bilstm-char-tagger` (WikiNER): the other
+// VPPS benchmark models of prnn/models.h, the same way.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -219,6 +221,119 @@ void run_bilstm_tagger_command(models::BiLstmTaggerOptions o, const GraphModelOp
   print_summary(r);
 }
 
+// SST train (limited, renumbered against the pruned training vocabulary) and dev trees.
+struct SstData {
+  std::string dir;
+  data::Vocabulary words;
+  std::vector<data::Tree> train, dev;
+  std::int64_t train_words = 0;
+};
+
+SstData read_sst_data(const models::TrainingOptions& t, const GraphModelOptions& g) {
+  SstData d;
+  d.dir = g.data + "/sst";
+  data::Vocabulary all_words;
+  d.train = data::read_sst(d.dir + "/train.txt", all_words, /*grow=*/true);
+  apply_limit(d.train, t.limit);
+  d.words = training_vocabulary(d.train, g.min_count);
+  data::Vocabulary dev_words = d.words;
+  d.dev = data::read_sst(d.dir + "/dev.txt", dev_words, /*grow=*/false);
+  for (const data::Tree& tree : d.train) d.train_words += tree.leaves();
+  return d;
+}
+
+void print_sst_data(const char* model, const SstData& d, const GraphModelOptions& g) {
+  fmt::print("{} on {}: {} training trees ({} words), {} dev trees, vocabulary {} (min count {})\n",
+             model, d.dir, d.train.size(), d.train_words, d.dev.size(), d.words.size(),
+             g.min_count);
+}
+
+std::string training_line(const models::TrainingOptions& t) {
+  return fmt::format("batch {}, {} lr {}, {} epochs, seed {}", t.batch,
+                     models::to_string(t.optimizer), t.learning_rate, t.epochs, t.seed);
+}
+
+template <class Train>
+void run_sst_model(const models::TrainingOptions& t, const SstData& d, const Train& train) {
+  const auto batches = (static_cast<std::int64_t>(d.train.size()) + t.batch - 1) / t.batch;
+  print_summary(run_with_progress(t.epochs, batches, /*words_rate=*/true, train));
+}
+
+void run_rvnn_command(models::RvnnOptions o, const GraphModelOptions& g) {
+  finish_training_options(o.training, g);
+  const SstData d = read_sst_data(o.training, g);
+  print_sst_data("RvNN sentiment (Socher et al., untied leaf weights)", d, g);
+  fmt::print("model: embedding {}, hidden {}, 5-class softmax, loss over {}; {}\n", o.embedding,
+             o.hidden, models::to_string(o.loss), training_line(o.training));
+  run_sst_model(o.training, d, [&](const models::TrainCallbacks& cb) {
+    return models::train_rvnn(o, d.words, d.train, d.dev, cb);
+  });
+}
+
+void run_td_rnn_command(models::TdRnnOptions o, const GraphModelOptions& g) {
+  finish_training_options(o.training, g);
+  const SstData d = read_sst_data(o.training, g);
+  print_sst_data("TD-RNN sentiment (time-delay pyramid, tanh composition)", d, g);
+  fmt::print("model: embedding = hidden {}, MLP {}, 5-class softmax on the sentence; {}\n",
+             o.hidden, o.mlp, training_line(o.training));
+  run_sst_model(o.training, d, [&](const models::TrainCallbacks& cb) {
+    return models::train_td_rnn(o, d.words, d.train, d.dev, cb);
+  });
+}
+
+void run_td_lstm_command(models::TdLstmOptions o, const GraphModelOptions& g) {
+  finish_training_options(o.training, g);
+  const SstData d = read_sst_data(o.training, g);
+  print_sst_data("TD-LSTM sentiment (time-delay pyramid, binary Tree-LSTM cell)", d, g);
+  fmt::print("model: embedding {}, hidden {}, MLP {}, 5-class softmax on the sentence; {}\n",
+             o.embedding, o.hidden, o.mlp, training_line(o.training));
+  run_sst_model(o.training, d, [&](const models::TrainCallbacks& cb) {
+    return models::train_td_lstm(o, d.words, d.train, d.dev, cb);
+  });
+}
+
+void run_bilstm_char_tagger_command(models::BiLstmCharTaggerOptions o, const GraphModelOptions& g) {
+  finish_training_options(o.training, g);
+  const std::string dir = g.data + "/wikiner";
+  data::Vocabulary all_words;
+  data::Vocabulary tags(data::Vocabulary::Unknown::Reject);
+  std::vector<data::TaggedSentence> train =
+      data::read_wikiner(dir + "/train.txt", all_words, tags, /*grow=*/true);
+  tags.freeze();
+  apply_limit(train, o.training.limit);
+  data::Vocabulary counts;  // of the training sentences actually used
+  for (const data::TaggedSentence& s : train)
+    for (const std::string& token : s.tokens) counts.add(token);
+  const data::Vocabulary chars = data::char_vocabulary(counts);
+  const data::Vocabulary words = training_vocabulary(train, g.min_count);
+  data::Vocabulary dev_words = words;
+  const std::vector<data::TaggedSentence> dev =
+      data::read_wikiner(dir + "/dev.txt", dev_words, tags, /*grow=*/false);
+  std::int64_t train_words = 0, rare_words = 0;
+  for (const data::TaggedSentence& s : train)
+    for (int w : s.words) {
+      ++train_words;
+      if (w == data::Vocabulary::kUnk || words.count(w) < o.rare_below) ++rare_words;
+    }
+  fmt::print(
+      "BiLSTM tagger with character features on {}: {} training sentences ({} words, {} read by "
+      "characters), {} dev sentences, vocabulary {} (min count {}), {} characters, {} tags\n",
+      dir, train.size(), train_words, rare_words, dev.size(), words.size(), g.min_count,
+      chars.size(), tags.size());
+  fmt::print(
+      "model: embedding {} (words counted < {} or <unk>: char BiLSTM {} per direction over char "
+      "embedding {}), BiLSTM hidden {} per direction, MLP {}, per-word loss; {}\n",
+      o.embedding, o.rare_below, o.embedding / 2, o.char_embedding, o.hidden, o.mlp,
+      training_line(o.training));
+  const auto batches =
+      (static_cast<std::int64_t>(train.size()) + o.training.batch - 1) / o.training.batch;
+  const models::TrainReport r = run_with_progress(
+      o.training.epochs, batches, /*words_rate=*/true, [&](const models::TrainCallbacks& cb) {
+        return models::train_bilstm_char_tagger(o, words, chars, tags, train, dev, cb);
+      });
+  print_summary(r);
+}
+
 }  // namespace
 
 void run_long_memory_command(const LongMemoryConfig& config, std::int64_t log_every) {
@@ -365,6 +480,85 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   bt->callback([tagger, tagger_g] { run_bilstm_tagger_command(*tagger, *tagger_g); });
+
+  auto rvnn = std::make_shared<models::RvnnOptions>();
+  auto rvnn_g = std::make_shared<GraphModelOptions>();
+  auto* rv = train->add_subcommand(
+      "rvnn", "Recursive neural network (Socher et al., untied leaf weights) on SST, CPU executor");
+  add_training_options(rv, rvnn->training, *rvnn_g);
+  rv->add_option("--embedding", rvnn->embedding, "Word embedding size E")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  rv->add_option("--hidden", rvnn->hidden, "Hidden size H")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  auto rvnn_loss = std::make_shared<std::string>("all-nodes");
+  rv->add_option("--loss", *rvnn_loss, "Loss over every node's label (all-nodes) or the root's")
+      ->check(CLI::IsMember({"all-nodes", "root"}))
+      ->capture_default_str();
+  rv->callback([rvnn, rvnn_g, rvnn_loss] {
+    models::RvnnOptions options = *rvnn;
+    options.loss = *rvnn_loss == "root" ? models::TreeLoss::Root : models::TreeLoss::AllNodes;
+    run_rvnn_command(options, *rvnn_g);
+  });
+
+  auto td_rnn = std::make_shared<models::TdRnnOptions>();
+  auto td_rnn_g = std::make_shared<GraphModelOptions>();
+  auto* tr = train->add_subcommand(
+      "td-rnn", "TD-RNN: time-delay pyramid of tanh compositions over SST sentences, CPU executor");
+  add_training_options(tr, td_rnn->training, *td_rnn_g);
+  tr->add_option("--hidden", td_rnn->hidden, "Hidden size H, also the word embedding size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  tr->add_option("--mlp", td_rnn->mlp, "Hidden units of the tanh MLP before the softmax")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  tr->callback([td_rnn, td_rnn_g] { run_td_rnn_command(*td_rnn, *td_rnn_g); });
+
+  auto td_lstm = std::make_shared<models::TdLstmOptions>();
+  auto td_lstm_g = std::make_shared<GraphModelOptions>();
+  auto* tdl = train->add_subcommand(
+      "td-lstm",
+      "TD-LSTM: time-delay pyramid of LSTM compositions over SST sentences, CPU executor");
+  add_training_options(tdl, td_lstm->training, *td_lstm_g);
+  tdl->add_option("--embedding", td_lstm->embedding, "Word embedding size E")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  tdl->add_option("--hidden", td_lstm->hidden, "LSTM hidden size H")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  tdl->add_option("--mlp", td_lstm->mlp, "Hidden units of the tanh MLP before the softmax")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  tdl->callback([td_lstm, td_lstm_g] { run_td_lstm_command(*td_lstm, *td_lstm_g); });
+
+  auto char_tagger = std::make_shared<models::BiLstmCharTaggerOptions>();
+  auto char_tagger_g = std::make_shared<GraphModelOptions>();
+  auto* ct = train->add_subcommand(
+      "bilstm-char-tagger",
+      "BiLSTM tagger reading rare words by a character BiLSTM, on WikiNER, CPU executor");
+  add_training_options(ct, char_tagger->training, *char_tagger_g);
+  ct->add_option(
+        "--embedding", char_tagger->embedding,
+        "Word representation size E (even; a rare word's char BiLSTM has E/2 per direction)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  ct->add_option("--char-embedding", char_tagger->char_embedding, "Character embedding size C")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  ct->add_option("--hidden", char_tagger->hidden, "Word LSTM hidden size H of each direction")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  ct->add_option("--mlp", char_tagger->mlp, "Hidden units of the tanh MLP before the tag softmax")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  ct->add_option("--rare-below", char_tagger->rare_below,
+                 "Words counted fewer times in the training set are read by characters")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  ct->callback([char_tagger, char_tagger_g] {
+    run_bilstm_char_tagger_command(*char_tagger, *char_tagger_g);
+  });
 }
 
 }  // namespace prnn::cli
