@@ -101,4 +101,41 @@ struct LayersBenchOptions {
 // Requires a GPU; throws Unsupported without one.
 void run_layers_bench(const LayersBenchOptions& options, const BenchSink& sink);
 
+// `prnn bench graph` (suite graph): training throughput of the dynamic-graph models of
+// prnn/models.h per executor. Host-only, timed with std::chrono (no GPU needed). A measurement is
+// one epoch over the first `sentences` training sentences (SST trees or WikiNER sentences, the
+// vocabulary is theirs), Adam, seed 1, no dev pass; the model is built afresh for every pass, so
+// every pass computes the same losses. Per case model=<m>;hidden=<H>;batch=<B> (E = H; the taggers'
+// MLP keeps its default) and executor, medians over `repeats` passes of:
+//   sentences_per_s    sentences / epoch time                                  sentences/s
+//   words_per_s        tokens / epoch time (taggers only)                      words/s
+//   host_us_per_node   (graph building + autobatch planning) / graph nodes    us
+//   exec_us_per_batch  executor forward + backward + update per mini-batch,   us
+//                      planning excluded
+//   batches_per_graph  autobatches run by forward per mini-batch graph        batches
+//   nodes_per_batch    graph nodes per autobatch                              nodes
+//   train_loss         mean loss per loss term of the pass, the same for every nats
+//                      executor up to summation order (a check, not a timing)
+// batches_per_graph and nodes_per_batch only for the autobatch executors. GPU executors join
+// kGraphBenchImpls (and the table in src/models/graph_bench.cpp) as further impls.
+inline constexpr const char* kGraphBenchModels[] = {
+    "tree-lstm", "bilstm-tagger", "rvnn", "td-rnn", "td-lstm", "bilstm-char-tagger"};
+inline constexpr const char* kGraphBenchImpls[] = {"prnn-cpu", "prnn-autobatch-cpu-depth",
+                                                   "prnn-autobatch-cpu-agenda"};
+
+struct GraphBenchOptions {
+  std::vector<std::string> models{"tree-lstm", "bilstm-tagger"};  // from kGraphBenchModels
+  std::vector<std::int64_t> hidden{128};
+  std::vector<std::int64_t> batch{1, 16, 64};
+  std::int64_t sentences = 256;    // training sentences per measured pass
+  int repeats = 3;                 // timed passes per measurement (median reported)
+  std::vector<std::string> impls;  // names from kGraphBenchImpls; empty: all of them
+  std::string data;                // directory holding sst/train.txt and wikiner/train.txt
+  std::string sst_file;            // overrides <data>/sst/train.txt when set
+  std::string wikiner_file;        // overrides <data>/wikiner/train.txt when set
+};
+
+// Throws InvalidArgument for bad options or unreadable data.
+void run_graph_bench(const GraphBenchOptions& options, const BenchSink& sink);
+
 }  // namespace prnn

@@ -101,6 +101,11 @@ struct BatchProgress {
   double accuracy = 0.0;     // training accuracy so far this epoch (predictions before updates)
   double sentences_per_second = 0.0;  // so far this epoch
   double words_per_second = 0.0;
+  // This batch alone (host wall clock):
+  double batch_loss = 0.0;       // the summed loss of its Graph
+  std::int64_t batch_nodes = 0;  // nodes of its Graph
+  double build_seconds = 0.0;    // building its Graph
+  double execute_seconds = 0.0;  // forward, backward and the optimizer update
 };
 
 struct EpochReport {

@@ -143,6 +143,7 @@ TrainReport run_training(const TrainingOptions& o, graph::Model& model, std::siz
     std::int64_t loss_terms = 0, correct = 0, predictions = 0, sentences = 0, words = 0;
     const Clock::time_point t0 = Clock::now();
     for (std::size_t b = 0; b < batches; ++b) {
+      const Clock::time_point t_build = Clock::now();
       graph::Graph g;
       hooks.new_graph(g);
       std::vector<SentenceExprs> batch_exprs;
@@ -155,15 +156,21 @@ TrainReport run_training(const TrainingOptions& o, graph::Model& model, std::siz
         ++sentences;
       }
       const graph::Expr total = losses.size() == 1 ? losses[0] : graph::sum(losses);
+      const double build_seconds = seconds_since(t_build);
+      const Clock::time_point t_forward = Clock::now();
       ex.forward(g, total);
-      loss_sum += ex.scalar(total);
+      double execute_seconds = seconds_since(t_forward);
+      const double batch_loss = ex.scalar(total);
+      loss_sum += batch_loss;
       for (const SentenceExprs& s : batch_exprs)
         for (std::size_t k = 0; k < s.logits.size(); ++k) {
           correct += argmax(ex.value(s.logits[k])) == static_cast<std::size_t>(s.gold[k]) ? 1 : 0;
           ++predictions;
         }
+      const Clock::time_point t_backward = Clock::now();
       ex.backward(g, total);
       trainer->update();
+      execute_seconds += seconds_since(t_backward);
 
       if (callbacks.on_batch) {
         const double secs = seconds_since(t0);
@@ -177,6 +184,10 @@ TrainReport run_training(const TrainingOptions& o, graph::Model& model, std::siz
                      static_cast<double>(std::max<std::int64_t>(predictions, 1));
         p.sentences_per_second = secs > 0 ? static_cast<double>(sentences) / secs : 0.0;
         p.words_per_second = secs > 0 ? static_cast<double>(words) / secs : 0.0;
+        p.batch_loss = batch_loss;
+        p.batch_nodes = static_cast<std::int64_t>(g.size());
+        p.build_seconds = build_seconds;
+        p.execute_seconds = execute_seconds;
         callbacks.on_batch(p);
       }
     }

@@ -11,6 +11,7 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -34,6 +35,21 @@ std::string today() {
   return buf;
 }
 
+// "<cpu model>, <n> cores" of this host, from /proc/cpuinfo where there is one.
+std::string host_description() {
+  std::string model = "unknown CPU";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::size_t begin = line.find_first_not_of(" \t", colon + 1);
+    if (begin != std::string::npos) model = line.substr(begin);
+    break;
+  }
+  return fmt::format("{}, {} cores", model, std::thread::hardware_concurrency());
+}
+
 void run_with_csv(const BenchCommon& common, const std::function<void(const BenchSink&)>& body) {
   std::ofstream file;
   std::ostream* out = &std::cout;
@@ -44,6 +60,7 @@ void run_with_csv(const BenchCommon& common, const std::function<void(const Benc
   }
   const std::string gpu = device_count() > 0 ? device_info(0).name : "no GPU";
   *out << "# cmd: " << common.command_line << "\n# gpu: " << gpu << ", " << today() << "\n";
+  *out << "# host: " << host_description() << "\n";
   *out << "suite,case,impl,metric,value,unit\n";
   body([&](const BenchRow& r) {
     *out << fmt::format("{},{},{},{},{:.6g},{}\n", r.suite, r.case_, r.impl, r.metric, r.value, r.unit);
@@ -222,6 +239,56 @@ void add_bench_command(CLI::App& app, const std::string& command_line) {
     if (*only == "figure1") o.table2 = false;
     if (*only == "table2") o.figure1 = false;
     run_with_csv(*common, [&](const BenchSink& sink) { run_layers_bench(o, sink); });
+  });
+
+  auto graph_opts = std::make_shared<GraphBenchOptions>();
+  auto graph_full = std::make_shared<bool>(false);
+  auto* graph_cmd = bench->add_subcommand(
+      "graph",
+      "Dynamic-graph models (Tree-LSTM on SST, BiLSTM tagger on WikiNER, ...): training "
+      "throughput per executor (CPU reference, autobatching)");
+  graph_cmd
+      ->add_option("--data", graph_opts->data, "Directory holding sst/ and wikiner/ (train.txt)")
+      ->required();
+  graph_cmd
+      ->add_option("--models", graph_opts->models,
+                   "Models, comma-separated: tree-lstm, bilstm-tagger, rvnn, td-rnn, td-lstm, "
+                   "bilstm-char-tagger")
+      ->delimiter(',')
+      ->check(CLI::IsMember(
+          std::vector<std::string>(std::begin(kGraphBenchModels), std::end(kGraphBenchModels))))
+      ->capture_default_str();
+  graph_cmd
+      ->add_option("--hidden", graph_opts->hidden,
+                   "Hidden sizes H (= embedding size), comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  graph_cmd->add_option("--batch", graph_opts->batch, "Sentences per mini-batch, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  graph_cmd
+      ->add_option("--sentences", graph_opts->sentences, "Training sentences per measured pass")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  graph_cmd->add_option("--repeats", graph_opts->repeats, "Timed passes per measurement")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  graph_cmd
+      ->add_option("--impls", graph_opts->impls,
+                   "Only these executors, comma-separated (default: all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(
+          std::vector<std::string>(std::begin(kGraphBenchImpls), std::end(kGraphBenchImpls))));
+  graph_cmd->add_flag("--full", *graph_full,
+                      "The whole grid: hidden 128,256,384,512 and batch 1,2,4,...,128 (unless "
+                      "--hidden / --batch are given)");
+  graph_cmd->callback([common, graph_opts, graph_full, graph_cmd] {
+    GraphBenchOptions o = *graph_opts;
+    if (*graph_full && graph_cmd->count("--hidden") == 0) o.hidden = {128, 256, 384, 512};
+    if (*graph_full && graph_cmd->count("--batch") == 0) o.batch = {1, 2, 4, 8, 16, 32, 64, 128};
+    run_with_csv(*common, [&](const BenchSink& sink) { run_graph_bench(o, sink); });
   });
 }
 
