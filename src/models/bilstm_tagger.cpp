@@ -11,33 +11,7 @@
 #include "prnn/models.h"
 
 namespace prnn::models {
-namespace {
-
 using data::TaggedSentence;
-
-void check_sentences(const char* set, const std::vector<TaggedSentence>& sentences, std::size_t n,
-                     int vocabulary, int tags) {
-  for (std::size_t s = 0; s < n; ++s) {
-    const TaggedSentence& sentence = sentences[s];
-    PRNN_EXPECT(sentence.size() >= 1 && sentence.words.size() == sentence.tokens.size() &&
-                    sentence.tags.size() == sentence.tokens.size(),
-                "train_bilstm_tagger: {} sentence {}: expected one word id and one tag per "
-                "token, got {} tokens, {} word ids, {} tags",
-                set, s, sentence.tokens.size(), sentence.words.size(), sentence.tags.size());
-    for (std::size_t t = 0; t < sentence.words.size(); ++t) {
-      PRNN_EXPECT(sentence.words[t] >= 0 && sentence.words[t] < vocabulary,
-                  "train_bilstm_tagger: {} sentence {} token {}: word id must lie in [0, {}) "
-                  "(the vocabulary's size), got {}",
-                  set, s, t, vocabulary, sentence.words[t]);
-      PRNN_EXPECT(sentence.tags[t] >= 0 && sentence.tags[t] < tags,
-                  "train_bilstm_tagger: {} sentence {} token {}: tag id must lie in [0, {}), "
-                  "got {}",
-                  set, s, t, tags, sentence.tags[t]);
-    }
-  }
-}
-
-}  // namespace
 
 TrainReport train_bilstm_tagger(const BiLstmTaggerOptions& options, const data::Vocabulary& words,
                                 const data::Vocabulary& tags,
@@ -53,8 +27,10 @@ TrainReport train_bilstm_tagger(const BiLstmTaggerOptions& options, const data::
               "train_bilstm_tagger: the vocabularies must not be empty, got {} words and {} tags",
               words.size(), tags.size());
   const std::size_t train_size = detail::limited_size(o, train.size());
-  check_sentences("train", train, train_size, words.size(), tags.size());
-  check_sentences("dev", dev, dev.size(), words.size(), tags.size());
+  detail::check_tagged_sentences("train_bilstm_tagger", "train", train, train_size, words.size(),
+                                 tags.size());
+  detail::check_tagged_sentences("train_bilstm_tagger", "dev", dev, dev.size(), words.size(),
+                                 tags.size());
 
   graph::Model model(o.seed);
   const graph::LookupParameter embed =
@@ -90,10 +66,7 @@ TrainReport train_bilstm_tagger(const BiLstmTaggerOptions& options, const data::
       out.gold.push_back(sentence.tags[t]);
       if (from_train) terms.push_back(graph::pick_neg_log_softmax(logits, sentence.tags[t]));
     }
-    if (from_train) {
-      out.loss = terms.size() == 1 ? terms[0] : graph::sum(terms);
-      out.loss_terms = static_cast<std::int64_t>(terms.size());
-    }
+    if (from_train) detail::set_loss(out, terms);
     return out;
   };
   hooks.words = [&](std::size_t index, bool from_train) -> std::int64_t {

@@ -238,5 +238,35 @@ void check_trees(const char* trainer, const char* set, const std::vector<data::T
   }
 }
 
+void check_tagged_sentences(const char* trainer, const char* set,
+                            const std::vector<data::TaggedSentence>& sentences, std::size_t count,
+                            int vocabulary, int tags) {
+  for (std::size_t s = 0; s < count; ++s) {
+    const data::TaggedSentence& sentence = sentences[s];
+    PRNN_EXPECT(sentence.size() >= 1 && sentence.words.size() == sentence.tokens.size() &&
+                    sentence.tags.size() == sentence.tokens.size(),
+                "{}: {} sentence {}: expected one word id and one tag per token, got {} tokens, "
+                "{} word ids, {} tags",
+                trainer, set, s, sentence.tokens.size(), sentence.words.size(),
+                sentence.tags.size());
+    for (std::size_t t = 0; t < sentence.words.size(); ++t) {
+      PRNN_EXPECT(sentence.words[t] >= 0 && sentence.words[t] < vocabulary,
+                  "{}: {} sentence {} token {}: word id must lie in [0, {}) (the vocabulary's "
+                  "size), got {}",
+                  trainer, set, s, t, vocabulary, sentence.words[t]);
+      PRNN_EXPECT(sentence.tags[t] >= 0 && sentence.tags[t] < tags,
+                  "{}: {} sentence {} token {}: tag id must lie in [0, {}), got {}", trainer, set,
+                  s, t, tags, sentence.tags[t]);
+      PRNN_EXPECT(!sentence.tokens[t].empty(), "{}: {} sentence {} token {}: the token is empty",
+                  trainer, set, s, t);
+    }
+  }
+}
+
+void set_loss(SentenceExprs& out, const std::vector<graph::Expr>& terms) {
+  out.loss = terms.size() == 1 ? terms[0] : graph::sum(terms);
+  out.loss_terms = static_cast<std::int64_t>(terms.size());
+}
+
 }  // namespace detail
 }  // namespace prnn::models

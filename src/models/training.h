@@ -41,6 +41,16 @@ std::int64_t parameter_count(graph::Model& model);
 void check_trees(const char* trainer, const char* set, const std::vector<data::Tree>& trees,
                  std::size_t count, int vocabulary);
 
+// Throws InvalidArgument, naming `trainer`, unless each of the first `count` sentences has at
+// least one token, a non-empty text, a word id in [0, vocabulary) and a tag id in [0, tags) per
+// token.
+void check_tagged_sentences(const char* trainer, const char* set,
+                            const std::vector<data::TaggedSentence>& sentences, std::size_t count,
+                            int vocabulary, int tags);
+
+// Sets out.loss to the sum of `terms` (the term itself when there is one) and out.loss_terms.
+void set_loss(SentenceExprs& out, const std::vector<graph::Expr>& terms);
+
 TrainReport run_training(const TrainingOptions& o, graph::Model& model, std::size_t train_size,
                          std::size_t dev_size, const ModelHooks& hooks,
                          const TrainCallbacks& callbacks, graph::Executor* executor);

@@ -98,10 +98,7 @@ TrainReport train_tree_lstm(const TreeLstmOptions& options, const data::Vocabula
         out.gold.push_back(n.label);
       }
     }
-    if (from_train) {
-      out.loss = terms.size() == 1 ? terms[0] : graph::sum(terms);
-      out.loss_terms = static_cast<std::int64_t>(terms.size());
-    }
+    if (from_train) detail::set_loss(out, terms);
     return out;
   };
   hooks.words = [&](std::size_t index, bool from_train) -> std::int64_t {

@@ -81,6 +81,25 @@ void add_training_options(CLI::App* cmd, models::TrainingOptions& t, GraphModelO
       ->capture_default_str();
 }
 
+// A model size: a positive integer with its default shown.
+void add_size_option(CLI::App* cmd, const std::string& name, std::int64_t& value,
+                     const std::string& help) {
+  cmd->add_option(name, value, help)->check(CLI::PositiveNumber)->capture_default_str();
+}
+
+// --loss all-nodes|root of the tree models; the choice lands in `loss` when the command runs.
+std::shared_ptr<std::string> add_tree_loss_option(CLI::App* cmd) {
+  auto loss = std::make_shared<std::string>("all-nodes");
+  cmd->add_option("--loss", *loss, "Loss over every node's label (all-nodes) or the root's")
+      ->check(CLI::IsMember({"all-nodes", "root"}))
+      ->capture_default_str();
+  return loss;
+}
+
+models::TreeLoss tree_loss_of(const std::string& name) {
+  return name == "root" ? models::TreeLoss::Root : models::TreeLoss::AllNodes;
+}
+
 void finish_training_options(models::TrainingOptions& t, const GraphModelOptions& g) {
   t.optimizer = g.optimizer == "sgd" ? models::Optimizer::Sgd : models::Optimizer::Adam;
 }
@@ -158,69 +177,6 @@ void print_summary(const models::TrainReport& r) {
       r.executor);
 }
 
-void run_tree_lstm_command(models::TreeLstmOptions o, const GraphModelOptions& g) {
-  finish_training_options(o.training, g);
-  const std::string dir = g.data + "/sst";
-  data::Vocabulary all_words;
-  std::vector<data::Tree> train = data::read_sst(dir + "/train.txt", all_words, /*grow=*/true);
-  apply_limit(train, o.training.limit);
-  const data::Vocabulary words = training_vocabulary(train, g.min_count);
-  data::Vocabulary dev_words = words;
-  const std::vector<data::Tree> dev = data::read_sst(dir + "/dev.txt", dev_words, /*grow=*/false);
-  std::int64_t train_words = 0;
-  for (const data::Tree& t : train) train_words += t.leaves();
-  fmt::print(
-      "Tree-LSTM sentiment (Tai et al. 2015, binary) on {}: {} training trees ({} words), "
-      "{} dev trees, vocabulary {} (min count {})\n",
-      dir, train.size(), train_words, dev.size(), words.size(), g.min_count);
-  fmt::print(
-      "model: embedding {}, hidden {}, 5-class softmax, loss over {}; batch {}, {} lr {}, "
-      "{} epochs, seed {}\n",
-      o.embedding, o.hidden, models::to_string(o.loss), o.training.batch,
-      models::to_string(o.training.optimizer), o.training.learning_rate, o.training.epochs,
-      o.training.seed);
-  const auto batches =
-      (static_cast<std::int64_t>(train.size()) + o.training.batch - 1) / o.training.batch;
-  const models::TrainReport r = run_with_progress(
-      o.training.epochs, batches, /*words_rate=*/true, [&](const models::TrainCallbacks& cb) {
-        return models::train_tree_lstm(o, words, train, dev, cb);
-      });
-  print_summary(r);
-}
-
-void run_bilstm_tagger_command(models::BiLstmTaggerOptions o, const GraphModelOptions& g) {
-  finish_training_options(o.training, g);
-  const std::string dir = g.data + "/wikiner";
-  data::Vocabulary all_words;
-  data::Vocabulary tags(data::Vocabulary::Unknown::Reject);
-  std::vector<data::TaggedSentence> train =
-      data::read_wikiner(dir + "/train.txt", all_words, tags, /*grow=*/true);
-  tags.freeze();
-  apply_limit(train, o.training.limit);
-  const data::Vocabulary words = training_vocabulary(train, g.min_count);
-  data::Vocabulary dev_words = words;
-  const std::vector<data::TaggedSentence> dev =
-      data::read_wikiner(dir + "/dev.txt", dev_words, tags, /*grow=*/false);
-  std::int64_t train_words = 0;
-  for (const data::TaggedSentence& s : train) train_words += s.size();
-  fmt::print(
-      "BiLSTM tagger on {}: {} training sentences ({} words), {} dev sentences, "
-      "vocabulary {} (min count {}), {} tags\n",
-      dir, train.size(), train_words, dev.size(), words.size(), g.min_count, tags.size());
-  fmt::print(
-      "model: embedding {}, BiLSTM hidden {} per direction, MLP {}, per-word loss; batch "
-      "{}, {} lr {}, {} epochs, seed {}\n",
-      o.embedding, o.hidden, o.mlp, o.training.batch, models::to_string(o.training.optimizer),
-      o.training.learning_rate, o.training.epochs, o.training.seed);
-  const auto batches =
-      (static_cast<std::int64_t>(train.size()) + o.training.batch - 1) / o.training.batch;
-  const models::TrainReport r = run_with_progress(
-      o.training.epochs, batches, /*words_rate=*/true, [&](const models::TrainCallbacks& cb) {
-        return models::train_bilstm_tagger(o, words, tags, train, dev, cb);
-      });
-  print_summary(r);
-}
-
 // SST train (limited, renumbered against the pruned training vocabulary) and dev trees.
 struct SstData {
   std::string dir;
@@ -253,10 +209,60 @@ std::string training_line(const models::TrainingOptions& t) {
                      models::to_string(t.optimizer), t.learning_rate, t.epochs, t.seed);
 }
 
-template <class Train>
-void run_sst_model(const models::TrainingOptions& t, const SstData& d, const Train& train) {
+// Runs a trainer over d.train (SstData or WikinerData) with progress and a summary.
+template <class Data, class Train>
+void run_model(const models::TrainingOptions& t, const Data& d, const Train& train) {
   const auto batches = (static_cast<std::int64_t>(d.train.size()) + t.batch - 1) / t.batch;
   print_summary(run_with_progress(t.epochs, batches, /*words_rate=*/true, train));
+}
+
+// WikiNER train (limited, renumbered against the pruned training vocabulary) and dev sentences,
+// with the tag set of the training file.
+struct WikinerData {
+  std::string dir;
+  data::Vocabulary words, tags{data::Vocabulary::Unknown::Reject};
+  std::vector<data::TaggedSentence> train, dev;
+  std::int64_t train_words = 0;
+};
+
+WikinerData read_wikiner_data(const models::TrainingOptions& t, const GraphModelOptions& g) {
+  WikinerData d;
+  d.dir = g.data + "/wikiner";
+  data::Vocabulary all_words;
+  d.train = data::read_wikiner(d.dir + "/train.txt", all_words, d.tags, /*grow=*/true);
+  d.tags.freeze();
+  apply_limit(d.train, t.limit);
+  d.words = training_vocabulary(d.train, g.min_count);
+  data::Vocabulary dev_words = d.words;
+  d.dev = data::read_wikiner(d.dir + "/dev.txt", dev_words, d.tags, /*grow=*/false);
+  for (const data::TaggedSentence& sentence : d.train) d.train_words += sentence.size();
+  return d;
+}
+
+void run_tree_lstm_command(models::TreeLstmOptions o, const GraphModelOptions& g) {
+  finish_training_options(o.training, g);
+  const SstData d = read_sst_data(o.training, g);
+  print_sst_data("Tree-LSTM sentiment (Tai et al. 2015, binary)", d, g);
+  fmt::print("model: embedding {}, hidden {}, 5-class softmax, loss over {}; {}\n", o.embedding,
+             o.hidden, models::to_string(o.loss), training_line(o.training));
+  run_model(o.training, d, [&](const models::TrainCallbacks& cb) {
+    return models::train_tree_lstm(o, d.words, d.train, d.dev, cb);
+  });
+}
+
+void run_bilstm_tagger_command(models::BiLstmTaggerOptions o, const GraphModelOptions& g) {
+  finish_training_options(o.training, g);
+  const WikinerData d = read_wikiner_data(o.training, g);
+  fmt::print(
+      "BiLSTM tagger on {}: {} training sentences ({} words), {} dev sentences, "
+      "vocabulary {} (min count {}), {} tags\n",
+      d.dir, d.train.size(), d.train_words, d.dev.size(), d.words.size(), g.min_count,
+      d.tags.size());
+  fmt::print("model: embedding {}, BiLSTM hidden {} per direction, MLP {}, per-word loss; {}\n",
+             o.embedding, o.hidden, o.mlp, training_line(o.training));
+  run_model(o.training, d, [&](const models::TrainCallbacks& cb) {
+    return models::train_bilstm_tagger(o, d.words, d.tags, d.train, d.dev, cb);
+  });
 }
 
 void run_rvnn_command(models::RvnnOptions o, const GraphModelOptions& g) {
@@ -265,7 +271,7 @@ void run_rvnn_command(models::RvnnOptions o, const GraphModelOptions& g) {
   print_sst_data("RvNN sentiment (Socher et al., untied leaf weights)", d, g);
   fmt::print("model: embedding {}, hidden {}, 5-class softmax, loss over {}; {}\n", o.embedding,
              o.hidden, models::to_string(o.loss), training_line(o.training));
-  run_sst_model(o.training, d, [&](const models::TrainCallbacks& cb) {
+  run_model(o.training, d, [&](const models::TrainCallbacks& cb) {
     return models::train_rvnn(o, d.words, d.train, d.dev, cb);
   });
 }
@@ -276,7 +282,7 @@ void run_td_rnn_command(models::TdRnnOptions o, const GraphModelOptions& g) {
   print_sst_data("TD-RNN sentiment (time-delay pyramid, tanh composition)", d, g);
   fmt::print("model: embedding = hidden {}, MLP {}, 5-class softmax on the sentence; {}\n",
              o.hidden, o.mlp, training_line(o.training));
-  run_sst_model(o.training, d, [&](const models::TrainCallbacks& cb) {
+  run_model(o.training, d, [&](const models::TrainCallbacks& cb) {
     return models::train_td_rnn(o, d.words, d.train, d.dev, cb);
   });
 }
@@ -287,51 +293,35 @@ void run_td_lstm_command(models::TdLstmOptions o, const GraphModelOptions& g) {
   print_sst_data("TD-LSTM sentiment (time-delay pyramid, binary Tree-LSTM cell)", d, g);
   fmt::print("model: embedding {}, hidden {}, MLP {}, 5-class softmax on the sentence; {}\n",
              o.embedding, o.hidden, o.mlp, training_line(o.training));
-  run_sst_model(o.training, d, [&](const models::TrainCallbacks& cb) {
+  run_model(o.training, d, [&](const models::TrainCallbacks& cb) {
     return models::train_td_lstm(o, d.words, d.train, d.dev, cb);
   });
 }
 
 void run_bilstm_char_tagger_command(models::BiLstmCharTaggerOptions o, const GraphModelOptions& g) {
   finish_training_options(o.training, g);
-  const std::string dir = g.data + "/wikiner";
-  data::Vocabulary all_words;
-  data::Vocabulary tags(data::Vocabulary::Unknown::Reject);
-  std::vector<data::TaggedSentence> train =
-      data::read_wikiner(dir + "/train.txt", all_words, tags, /*grow=*/true);
-  tags.freeze();
-  apply_limit(train, o.training.limit);
+  const WikinerData d = read_wikiner_data(o.training, g);
   data::Vocabulary counts;  // of the training sentences actually used
-  for (const data::TaggedSentence& s : train)
+  for (const data::TaggedSentence& s : d.train)
     for (const std::string& token : s.tokens) counts.add(token);
   const data::Vocabulary chars = data::char_vocabulary(counts);
-  const data::Vocabulary words = training_vocabulary(train, g.min_count);
-  data::Vocabulary dev_words = words;
-  const std::vector<data::TaggedSentence> dev =
-      data::read_wikiner(dir + "/dev.txt", dev_words, tags, /*grow=*/false);
-  std::int64_t train_words = 0, rare_words = 0;
-  for (const data::TaggedSentence& s : train)
-    for (int w : s.words) {
-      ++train_words;
-      if (w == data::Vocabulary::kUnk || words.count(w) < o.rare_below) ++rare_words;
-    }
+  std::int64_t rare_words = 0;
+  for (const data::TaggedSentence& s : d.train)
+    for (int w : s.words)
+      if (w == data::Vocabulary::kUnk || d.words.count(w) < o.rare_below) ++rare_words;
   fmt::print(
       "BiLSTM tagger with character features on {}: {} training sentences ({} words, {} read by "
       "characters), {} dev sentences, vocabulary {} (min count {}), {} characters, {} tags\n",
-      dir, train.size(), train_words, rare_words, dev.size(), words.size(), g.min_count,
-      chars.size(), tags.size());
+      d.dir, d.train.size(), d.train_words, rare_words, d.dev.size(), d.words.size(), g.min_count,
+      chars.size(), d.tags.size());
   fmt::print(
       "model: embedding {} (words counted < {} or <unk>: char BiLSTM {} per direction over char "
       "embedding {}), BiLSTM hidden {} per direction, MLP {}, per-word loss; {}\n",
       o.embedding, o.rare_below, o.embedding / 2, o.char_embedding, o.hidden, o.mlp,
       training_line(o.training));
-  const auto batches =
-      (static_cast<std::int64_t>(train.size()) + o.training.batch - 1) / o.training.batch;
-  const models::TrainReport r = run_with_progress(
-      o.training.epochs, batches, /*words_rate=*/true, [&](const models::TrainCallbacks& cb) {
-        return models::train_bilstm_char_tagger(o, words, chars, tags, train, dev, cb);
-      });
-  print_summary(r);
+  run_model(o.training, d, [&](const models::TrainCallbacks& cb) {
+    return models::train_bilstm_char_tagger(o, d.words, chars, d.tags, d.train, d.dev, cb);
+  });
 }
 
 }  // namespace
@@ -449,19 +439,12 @@ void add_train_command(CLI::App& app) {
   auto* tl = train->add_subcommand(
       "tree-lstm", "Tree-LSTM sentiment classifier (Tai et al. 2015) on SST, CPU executor");
   add_training_options(tl, tree->training, *tree_g);
-  tl->add_option("--embedding", tree->embedding, "Word embedding size E")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  tl->add_option("--hidden", tree->hidden, "Tree-LSTM hidden size H")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  auto tree_loss = std::make_shared<std::string>("all-nodes");
-  tl->add_option("--loss", *tree_loss, "Loss over every node's label (all-nodes) or the root's")
-      ->check(CLI::IsMember({"all-nodes", "root"}))
-      ->capture_default_str();
+  add_size_option(tl, "--embedding", tree->embedding, "Word embedding size E");
+  add_size_option(tl, "--hidden", tree->hidden, "Tree-LSTM hidden size H");
+  auto tree_loss = add_tree_loss_option(tl);
   tl->callback([tree, tree_g, tree_loss] {
     models::TreeLstmOptions options = *tree;
-    options.loss = *tree_loss == "root" ? models::TreeLoss::Root : models::TreeLoss::AllNodes;
+    options.loss = tree_loss_of(*tree_loss);
     run_tree_lstm_command(options, *tree_g);
   });
 
@@ -470,15 +453,9 @@ void add_train_command(CLI::App& app) {
   auto* bt =
       train->add_subcommand("bilstm-tagger", "BiLSTM named-entity tagger on WikiNER, CPU executor");
   add_training_options(bt, tagger->training, *tagger_g);
-  bt->add_option("--embedding", tagger->embedding, "Word embedding size E")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  bt->add_option("--hidden", tagger->hidden, "LSTM hidden size H of each direction")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  bt->add_option("--mlp", tagger->mlp, "Hidden units of the tanh MLP before the tag softmax")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  add_size_option(bt, "--embedding", tagger->embedding, "Word embedding size E");
+  add_size_option(bt, "--hidden", tagger->hidden, "LSTM hidden size H of each direction");
+  add_size_option(bt, "--mlp", tagger->mlp, "Hidden units of the tanh MLP before the tag softmax");
   bt->callback([tagger, tagger_g] { run_bilstm_tagger_command(*tagger, *tagger_g); });
 
   auto rvnn = std::make_shared<models::RvnnOptions>();
@@ -486,19 +463,12 @@ void add_train_command(CLI::App& app) {
   auto* rv = train->add_subcommand(
       "rvnn", "Recursive neural network (Socher et al., untied leaf weights) on SST, CPU executor");
   add_training_options(rv, rvnn->training, *rvnn_g);
-  rv->add_option("--embedding", rvnn->embedding, "Word embedding size E")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  rv->add_option("--hidden", rvnn->hidden, "Hidden size H")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  auto rvnn_loss = std::make_shared<std::string>("all-nodes");
-  rv->add_option("--loss", *rvnn_loss, "Loss over every node's label (all-nodes) or the root's")
-      ->check(CLI::IsMember({"all-nodes", "root"}))
-      ->capture_default_str();
+  add_size_option(rv, "--embedding", rvnn->embedding, "Word embedding size E");
+  add_size_option(rv, "--hidden", rvnn->hidden, "Hidden size H");
+  auto rvnn_loss = add_tree_loss_option(rv);
   rv->callback([rvnn, rvnn_g, rvnn_loss] {
     models::RvnnOptions options = *rvnn;
-    options.loss = *rvnn_loss == "root" ? models::TreeLoss::Root : models::TreeLoss::AllNodes;
+    options.loss = tree_loss_of(*rvnn_loss);
     run_rvnn_command(options, *rvnn_g);
   });
 
@@ -507,12 +477,8 @@ void add_train_command(CLI::App& app) {
   auto* tr = train->add_subcommand(
       "td-rnn", "TD-RNN: time-delay pyramid of tanh compositions over SST sentences, CPU executor");
   add_training_options(tr, td_rnn->training, *td_rnn_g);
-  tr->add_option("--hidden", td_rnn->hidden, "Hidden size H, also the word embedding size")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  tr->add_option("--mlp", td_rnn->mlp, "Hidden units of the tanh MLP before the softmax")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  add_size_option(tr, "--hidden", td_rnn->hidden, "Hidden size H, also the word embedding size");
+  add_size_option(tr, "--mlp", td_rnn->mlp, "Hidden units of the tanh MLP before the softmax");
   tr->callback([td_rnn, td_rnn_g] { run_td_rnn_command(*td_rnn, *td_rnn_g); });
 
   auto td_lstm = std::make_shared<models::TdLstmOptions>();
@@ -521,15 +487,9 @@ void add_train_command(CLI::App& app) {
       "td-lstm",
       "TD-LSTM: time-delay pyramid of LSTM compositions over SST sentences, CPU executor");
   add_training_options(tdl, td_lstm->training, *td_lstm_g);
-  tdl->add_option("--embedding", td_lstm->embedding, "Word embedding size E")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  tdl->add_option("--hidden", td_lstm->hidden, "LSTM hidden size H")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  tdl->add_option("--mlp", td_lstm->mlp, "Hidden units of the tanh MLP before the softmax")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  add_size_option(tdl, "--embedding", td_lstm->embedding, "Word embedding size E");
+  add_size_option(tdl, "--hidden", td_lstm->hidden, "LSTM hidden size H");
+  add_size_option(tdl, "--mlp", td_lstm->mlp, "Hidden units of the tanh MLP before the softmax");
   tdl->callback([td_lstm, td_lstm_g] { run_td_lstm_command(*td_lstm, *td_lstm_g); });
 
   auto char_tagger = std::make_shared<models::BiLstmCharTaggerOptions>();
@@ -538,20 +498,15 @@ void add_train_command(CLI::App& app) {
       "bilstm-char-tagger",
       "BiLSTM tagger reading rare words by a character BiLSTM, on WikiNER, CPU executor");
   add_training_options(ct, char_tagger->training, *char_tagger_g);
-  ct->add_option(
-        "--embedding", char_tagger->embedding,
-        "Word representation size E (even; a rare word's char BiLSTM has E/2 per direction)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  ct->add_option("--char-embedding", char_tagger->char_embedding, "Character embedding size C")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  ct->add_option("--hidden", char_tagger->hidden, "Word LSTM hidden size H of each direction")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  ct->add_option("--mlp", char_tagger->mlp, "Hidden units of the tanh MLP before the tag softmax")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  add_size_option(ct, "--embedding", char_tagger->embedding,
+                  "Word representation size E (even; a rare word's char BiLSTM has E/2 per "
+                  "direction)");
+  add_size_option(ct, "--char-embedding", char_tagger->char_embedding,
+                  "Character embedding size C");
+  add_size_option(ct, "--hidden", char_tagger->hidden,
+                  "Word LSTM hidden size H of each direction");
+  add_size_option(ct, "--mlp", char_tagger->mlp,
+                  "Hidden units of the tanh MLP before the tag softmax");
   ct->add_option("--rare-below", char_tagger->rare_below,
                  "Words counted fewer times in the training set are read by characters")
       ->check(CLI::NonNegativeNumber)
