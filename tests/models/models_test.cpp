@@ -265,13 +265,20 @@ std::vector<data::Tree> short_trees(std::size_t n, int max_leaves) {
   return v;
 }
 
+// The training settings of the small models below: batches of 4, Adam lr 2e-2, seed 7.
+TrainingOptions small_training() {
+  TrainingOptions t;
+  t.batch = 4;
+  t.learning_rate = 2e-2;
+  t.seed = 7;
+  return t;
+}
+
 RvnnOptions small_rvnn() {
   RvnnOptions o;
   o.embedding = 16;
   o.hidden = 16;
-  o.training.batch = 4;
-  o.training.learning_rate = 2e-2;
-  o.training.seed = 7;
+  o.training = small_training();
   return o;
 }
 
@@ -279,9 +286,7 @@ TdRnnOptions small_td_rnn() {
   TdRnnOptions o;
   o.hidden = 16;
   o.mlp = 16;
-  o.training.batch = 4;
-  o.training.learning_rate = 2e-2;
-  o.training.seed = 7;
+  o.training = small_training();
   return o;
 }
 
@@ -290,9 +295,7 @@ TdLstmOptions small_td_lstm() {
   o.embedding = 16;
   o.hidden = 16;
   o.mlp = 16;
-  o.training.batch = 4;
-  o.training.learning_rate = 2e-2;
-  o.training.seed = 7;
+  o.training = small_training();
   return o;
 }
 
@@ -302,9 +305,7 @@ BiLstmCharTaggerOptions small_char_tagger() {
   o.char_embedding = 8;
   o.hidden = 16;
   o.mlp = 16;
-  o.training.batch = 4;
-  o.training.learning_rate = 2e-2;
-  o.training.seed = 7;
+  o.training = small_training();
   return o;
 }
 
