@@ -6,34 +6,13 @@
 //           and store is coalesced along a row.
 // Limits:   B·H < 2^31 (checked by the dispatch).
 #include "core/cuda_check.h"
+#include "gemm_rnn/activation.cuh"
 #include "gemm_rnn/step_kernels.h"
-#include "prnn/rnn.h"
 
 namespace prnn::gemm_rnn {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr float kCeiling = static_cast<float>(kClippedReluCeiling);
-
-template <Activation A>
-__device__ __forceinline__ float activate(float a) {
-  if constexpr (A == Activation::ReLU) return a > 0.0f ? a : 0.0f;
-  if constexpr (A == Activation::ClippedReLU)
-    return a <= 0.0f ? 0.0f : (a >= kCeiling ? kCeiling : a);
-  if constexpr (A == Activation::Tanh) return tanhf(a);
-}
-
-template <Activation A>
-__device__ __forceinline__ float activate_grad(float a) {
-  if constexpr (A == Activation::ReLU) return a > 0.0f ? 1.0f : 0.0f;
-  if constexpr (A == Activation::ClippedReLU)
-    return a > 0.0f && a < kCeiling ? 1.0f : 0.0f;
-  if constexpr (A == Activation::Tanh) {
-    const float t = tanhf(a);
-    return 1.0f - t * t;
-  }
-}
-
 template <Activation A>
 __global__ void __launch_bounds__(kThreads) forward_step_kernel(ForwardStepParams p) {
   const std::int32_t i = static_cast<std::int32_t>(blockIdx.x) * kThreads +

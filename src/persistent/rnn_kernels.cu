@@ -24,6 +24,8 @@
 #include <utility>
 
 #include "core/cuda_check.h"
+#include "core/device_clock.cuh"
+#include "gemm_rnn/activation.cuh"
 #include "persistent/rnn_kernels.h"
 #include "prnn/error.h"
 #include "prnn/rnn.h"
@@ -31,16 +33,12 @@
 namespace prnn::persistent {
 namespace {
 
+using gemm_rnn::activate;
+using gemm_rnn::activate_grad;
+
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
-constexpr float kCeiling = static_cast<float>(kClippedReluCeiling);
 constexpr int kR3 = kUnitsPerRecord;
 constexpr unsigned kSpinsPerCheck = 16;  // polls between looks at the clock and the abort flags
-
-__device__ __forceinline__ std::uint64_t global_ns() {
-  std::uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // One record, read and written as a single 16-byte access at GPU scope (the value and its tag
 // travel together: no fence, no separate flag).
@@ -59,26 +57,6 @@ __device__ __forceinline__ void store_record(float4* p, float4 v) {
 }
 __device__ __forceinline__ bool tagged(const float4& r, unsigned tag) {
   return __float_as_uint(r.w) == tag;
-}
-
-__device__ __forceinline__ float activate(Activation act, float a) {
-  switch (act) {
-    case Activation::ReLU: return a > 0.0f ? a : 0.0f;
-    case Activation::ClippedReLU: return a <= 0.0f ? 0.0f : (a >= kCeiling ? kCeiling : a);
-    case Activation::Tanh: return tanhf(a);
-  }
-  return a;
-}
-__device__ __forceinline__ float activate_grad(Activation act, float a) {
-  switch (act) {
-    case Activation::ReLU: return a > 0.0f ? 1.0f : 0.0f;
-    case Activation::ClippedReLU: return a > 0.0f && a < kCeiling ? 1.0f : 0.0f;
-    case Activation::Tanh: {
-      const float t = tanhf(a);
-      return 1.0f - t * t;
-    }
-  }
-  return 1.0f;
 }
 
 // c ? a : b on values (a plain ?: on array elements can become a select of addresses, which

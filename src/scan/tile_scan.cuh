@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/device_clock.cuh"
 #include "scan/elem.cuh"
 #include "scan/scan_params.h"
 
@@ -48,12 +49,6 @@ struct Pair {
 };
 __device__ __forceinline__ Pair compose(Pair first, Pair then) {
   return {then.a * first.a, fmaf(then.a, first.x, then.x)};
-}
-
-__device__ __forceinline__ std::uint64_t global_ns() {
-  std::uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
 }
 
 __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + __expf(-x)); }
