@@ -18,15 +18,6 @@ apply() {
     ldcg_sleep) sed -i 's|ld.relaxed.gpu.global.v4.f32|ld.global.cg.v4.f32|; s|// Reload every record still missing, all loads in flight at once; then look.|__nanosleep(128);|' $src ;;
     stcg) sed -i 's|st.relaxed.gpu.global.v4.f32|st.global.cg.v4.f32|; s|ld.relaxed.gpu.global.v4.f32|ld.global.cg.v4.f32|' $src ;;
     nowait) sed -i 's|ready &= tagged(rec\[g\]\[bb\], want);|ready \&= true;|' $src ;;
-    bc2) sed -i 's|{9, 2, 4, 384}|{9, 2, 2, 384}|' src/persistent/tiling.h ;;
-    bc1) sed -i 's|{9, 2, 4, 384}|{9, 2, 1, 384}|' src/persistent/tiling.h ;;
-    g3) sed -i 's|{9, 2, 4, 384}|{9, 3, 4, 384}|' src/persistent/tiling.h ;;
-    g3bc2) sed -i 's|{9, 2, 4, 384}|{9, 3, 2, 384}|' src/persistent/tiling.h ;;
-    g3bc1) sed -i 's|{9, 2, 4, 384}|{9, 3, 1, 384}|' src/persistent/tiling.h ;;
-    g4bc2) sed -i 's|{9, 2, 4, 384}|{9, 4, 2, 384}|' src/persistent/tiling.h ;;
-    g4bc1) sed -i 's|{9, 2, 4, 384}|{9, 4, 1, 384}|' src/persistent/tiling.h ;;
-    g6bc2) sed -i 's|{9, 2, 4, 384}|{9, 6, 2, 384}|' src/persistent/tiling.h ;;
-    g1) sed -i 's|{9, 2, 4, 384}|{9, 1, 4, 384}|' src/persistent/tiling.h ;;
     file:*) cp "${1#file:}" $src ;;   # a saved version of the kernel file
     *) echo "unknown variant $1"; return 1 ;;
   esac
@@ -35,6 +26,9 @@ for v in "$@"; do
   cp /tmp/rnn_kernels.orig.cu $src
   cp /tmp/tiling.orig.h src/persistent/tiling.h
   apply $v || continue
+  if [ "$v" != base ] && cmp -s $src /tmp/rnn_kernels.orig.cu && cmp -s src/persistent/tiling.h /tmp/tiling.orig.h; then
+    echo "$v: the patch matched nothing (stale variant)"; continue
+  fi
   cmake --build --preset gpu -j 16 --target prnn_gpu prnn >/dev/null 2>&1 || { echo "$v: build failed"; continue; }
   echo "== variant $v"
   bash bench/persistent/lab.sh $shapes 2>&1 | tail -n +2
