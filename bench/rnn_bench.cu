@@ -1,5 +1,7 @@
-// `prnn bench rnn`: prnn's persistent RNN, prnn's GEMM-per-step RNN and cuDNN's three algorithms
-// side by side, one layer, unidirectional, on the same cases in the same run (suite rnn).
+// `prnn bench rnn|lstm|gru`: prnn's persistent RNN, prnn's GEMM-per-step RNN and cuDNN's three
+// algorithms side by side, one layer, unidirectional, on the same cases in the same run. One
+// harness for every cell: the suite (rnn: vanilla ReLU, lstm, gru) picks the cases (cases_of) and
+// names the suite column; everything else is shared.
 //   fwd_us_per_step     training-mode forward of T steps / T
 //   fwdbwd_us_per_step  forward + backward data + backward weights of T steps / T
 //                       (cuDNN: CudnnRnn::forward() + backward(), the same three passes)
@@ -46,13 +48,12 @@
 namespace prnn {
 namespace {
 
-constexpr const char* kSuite = "rnn";
 constexpr int kDeviceIndex = 0;
 constexpr int kWarmupRuns = 3;  // the first prnn call also captures its CUDA graph
 constexpr int kFillBlocks = 1024;
 constexpr int kFillThreads = 256;
 
-// Relu f32 at the paper's sizes: the cases every sweep but Custom draws from.
+// The rnn suite: relu f32 at the paper's sizes, the cases every sweep but Custom draws from.
 constexpr std::int64_t kPaperHidden = 1152;
 constexpr std::int64_t kLargeHidden = 2048;
 constexpr std::int64_t kPaperBatch = 4;
@@ -60,6 +61,28 @@ constexpr std::int64_t kPaperSteps = 256;
 constexpr std::int64_t kTargetsMaxBatch = 16;
 constexpr std::int64_t kFigure3Batches[] = {1, 2, 4, 8, 16, 32, 64};
 constexpr std::int64_t kFigure4Steps[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+
+// The lstm and gru suites: the (H, B) of the GRU/LSTM issue's target rows (T = 256, I = H, as in
+// the cuDNN and PyTorch anchors), each run in every dtype; H = 2560 is the on-chip capacity target.
+struct HiddenBatch {
+  std::int64_t hidden, batch;
+};
+constexpr HiddenBatch kLstmTargets[] = {{1152, 4}, {2048, 4}, {2560, 4}, {1024, 4}, {1024, 16}};
+constexpr HiddenBatch kGruTargets[] = {{1152, 4}};
+constexpr std::int64_t kCellFigure3Hidden[] = {1024, 1152};
+constexpr DType kCellDefaultDTypes[] = {DType::F32, DType::BF16, DType::F16};
+
+const char* suite_name(RnnBenchSuite s) {
+  switch (s) {
+    case RnnBenchSuite::Rnn:
+      return "rnn";
+    case RnnBenchSuite::Lstm:
+      return "lstm";
+    case RnnBenchSuite::Gru:
+      return "gru";
+  }
+  throw InternalError("suite_name: unknown RnnBenchSuite");
+}
 
 struct RnnCase {
   Cell cell = Cell::ReLU;
@@ -74,58 +97,96 @@ std::vector<RnnCase> cases_of(const RnnBenchOptions& o) {
   auto add = [&](const RnnCase& c) {
     if (std::find(cases.begin(), cases.end(), c) == cases.end()) cases.push_back(c);
   };
-  auto relu = [](std::int64_t H, std::int64_t B, std::int64_t T) {
-    return RnnCase{Cell::ReLU, DType::F32, H, B, T};
-  };
+  if (o.suite == RnnBenchSuite::Rnn) {
+    auto relu = [](std::int64_t H, std::int64_t B, std::int64_t T) {
+      return RnnCase{Cell::ReLU, DType::F32, H, B, T};
+    };
+    const std::vector<DType> dtypes =
+        o.dtypes.empty() ? std::vector<DType>{DType::F32} : o.dtypes;
+    for (RnnBenchSweep sweep : o.sweeps) {
+      switch (sweep) {
+        case RnnBenchSweep::Targets:
+          add(relu(kPaperHidden, kPaperBatch, kPaperSteps));
+          add(relu(kLargeHidden, kPaperBatch, kPaperSteps));
+          for (std::int64_t B = 1; B <= kTargetsMaxBatch; ++B)
+            add(relu(kPaperHidden, B, kPaperSteps));
+          break;
+        case RnnBenchSweep::Figure3:
+          for (std::int64_t B : kFigure3Batches) add(relu(kPaperHidden, B, kPaperSteps));
+          break;
+        case RnnBenchSweep::Figure4:
+          for (std::int64_t T : kFigure4Steps) add(relu(kPaperHidden, kPaperBatch, T));
+          break;
+        case RnnBenchSweep::Custom:
+          for (Cell cell : o.cells)
+            for (DType dtype : dtypes)
+              for (std::int64_t H : o.hidden)
+                for (std::int64_t B : o.batch)
+                  for (std::int64_t T : o.steps) add({cell, dtype, H, B, T});
+          break;
+      }
+    }
+    return cases;
+  }
+
+  const bool lstm = o.suite == RnnBenchSuite::Lstm;
+  const Cell cell = lstm ? Cell::LSTM : Cell::GRU;
+  const std::vector<DType> dtypes =
+      o.dtypes.empty() ? std::vector<DType>(std::begin(kCellDefaultDTypes),
+                                            std::end(kCellDefaultDTypes))
+                       : o.dtypes;
+  std::vector<HiddenBatch> targets;
+  if (lstm)
+    targets.assign(std::begin(kLstmTargets), std::end(kLstmTargets));
+  else
+    targets.assign(std::begin(kGruTargets), std::end(kGruTargets));
   for (RnnBenchSweep sweep : o.sweeps) {
-    switch (sweep) {
-      case RnnBenchSweep::Targets:
-        add(relu(kPaperHidden, kPaperBatch, kPaperSteps));
-        add(relu(kLargeHidden, kPaperBatch, kPaperSteps));
-        for (std::int64_t B = 1; B <= kTargetsMaxBatch; ++B)
-          add(relu(kPaperHidden, B, kPaperSteps));
-        break;
-      case RnnBenchSweep::Figure3:
-        for (std::int64_t B : kFigure3Batches) add(relu(kPaperHidden, B, kPaperSteps));
-        break;
-      case RnnBenchSweep::Figure4:
-        for (std::int64_t T : kFigure4Steps) add(relu(kPaperHidden, kPaperBatch, T));
-        break;
-      case RnnBenchSweep::Custom:
-        for (Cell cell : o.cells)
-          for (DType dtype : o.dtypes)
-            for (std::int64_t H : o.hidden)
-              for (std::int64_t B : o.batch)
-                for (std::int64_t T : o.steps) add({cell, dtype, H, B, T});
-        break;
+    for (DType dtype : dtypes) {
+      switch (sweep) {
+        case RnnBenchSweep::Targets:
+          for (const HiddenBatch& t : targets)
+            add({cell, dtype, t.hidden, t.batch, kPaperSteps});
+          break;
+        case RnnBenchSweep::Figure3:
+          for (std::int64_t H : kCellFigure3Hidden)
+            for (std::int64_t B : kFigure3Batches) add({cell, dtype, H, B, kPaperSteps});
+          break;
+        case RnnBenchSweep::Figure4:
+          for (std::int64_t T : kFigure4Steps) add({cell, dtype, kPaperHidden, kPaperBatch, T});
+          break;
+        case RnnBenchSweep::Custom:
+          for (std::int64_t H : o.hidden)
+            for (std::int64_t B : o.batch)
+              for (std::int64_t T : o.steps) add({cell, dtype, H, B, T});
+          break;
+      }
     }
   }
   return cases;
 }
 
-void check_positive_list(const std::vector<std::int64_t>& values, const char* name) {
+void check_positive_list(const std::vector<std::int64_t>& values, const std::string& what) {
   for (std::int64_t v : values)
-    if (v <= 0)
-      throw InvalidArgument(std::string("rnn bench ") + name + ": expected > 0, got " +
-                            std::to_string(v));
+    if (v <= 0) throw InvalidArgument(what + ": expected > 0, got " + std::to_string(v));
 }
 
 void validate(const RnnBenchOptions& o) {
+  const std::string bench = std::string(suite_name(o.suite)) + " bench";
   if (o.repeats <= 0)
-    throw InvalidArgument("rnn bench repeats: expected > 0, got " + std::to_string(o.repeats));
+    throw InvalidArgument(bench + " repeats: expected > 0, got " + std::to_string(o.repeats));
   if (o.input_size < 0)
-    throw InvalidArgument("rnn bench input size: expected >= 0 (0: same as hidden), got " +
+    throw InvalidArgument(bench + " input size: expected >= 0 (0: same as hidden), got " +
                           std::to_string(o.input_size));
-  check_positive_list(o.hidden, "hidden size");
-  check_positive_list(o.batch, "batch");
-  check_positive_list(o.steps, "steps");
+  check_positive_list(o.hidden, bench + " hidden size");
+  check_positive_list(o.batch, bench + " batch");
+  check_positive_list(o.steps, bench + " steps");
   for (const std::string& name : o.impls) {
     if (std::find_if(std::begin(kRnnBenchImpls), std::end(kRnnBenchImpls), [&](const char* known) {
           return name == known;
         }) == std::end(kRnnBenchImpls)) {
       std::string known;
       for (const char* k : kRnnBenchImpls) known += std::string(known.empty() ? "" : ", ") + k;
-      throw InvalidArgument("rnn bench impl: expected one of " + known + ", got '" + name + "'");
+      throw InvalidArgument(bench + " impl: expected one of " + known + ", got '" + name + "'");
     }
   }
 }
@@ -215,9 +276,10 @@ class PrnnTensors {
 // status row.
 class ImplRows {
  public:
-  ImplRows(const BenchSink& sink, std::string case_name, std::string impl, std::int64_t steps,
-           double forward_flops_per_step, int repeats)
+  ImplRows(const BenchSink& sink, const char* suite, std::string case_name, std::string impl,
+           std::int64_t steps, double forward_flops_per_step, int repeats)
       : sink_(sink),
+        suite_(suite),
         case_(std::move(case_name)),
         impl_(std::move(impl)),
         steps_(static_cast<double>(steps)),
@@ -256,18 +318,19 @@ class ImplRows {
 
  private:
   void row(const char* metric, double value, const char* unit) const {
-    sink_({kSuite, case_, impl_, metric, value, unit});
+    sink_({suite_, case_, impl_, metric, value, unit});
   }
   void not_supported(const std::string& why) const {
-    log(LogLevel::Info, std::string(kSuite) + " " + case_ + " " + impl_ + ": " + why);
+    log(LogLevel::Info, std::string(suite_) + " " + case_ + " " + impl_ + ": " + why);
     row("status", 0.0, "not_supported");
   }
   void failed(const std::string& why) const {
-    log(LogLevel::Warn, std::string(kSuite) + " " + case_ + " " + impl_ + " failed: " + why);
+    log(LogLevel::Warn, std::string(suite_) + " " + case_ + " " + impl_ + " failed: " + why);
     row("status", 0.0, "error");
   }
 
   const BenchSink& sink_;
+  const char* suite_;
   std::string case_, impl_;
   double steps_, flops_per_step_;
   int repeats_;
@@ -306,14 +369,15 @@ void time_cudnn(const ImplRows& rows, bench::CudnnContext& context,
   });
 }
 
-void time_grid_sync_floor(const BenchSink& sink, int repeats, cudaStream_t stream) {
+void time_grid_sync_floor(const BenchSink& sink, const char* suite, int repeats,
+                          cudaStream_t stream) {
   const std::string c = "ctas=" + std::to_string(bench::grid_sync_ctas(kDeviceIndex)) +
                         ";threads=" + std::to_string(bench::kGridSyncThreads);
-  const ImplRows rows(sink, c, "cuda-grid_sync", 1, 0.0, repeats);
+  const ImplRows rows(sink, suite, c, "cuda-grid_sync", 1, 0.0, repeats);
   rows.guarded(false, [&] {
     const bench::GridSyncResult r =
         bench::time_grid_sync(kDeviceIndex, bench::kGridSyncCount, repeats, stream);
-    sink({kSuite, c, rows.impl(), "us_per_sync", r.us_per_sync, "us"});
+    sink({suite, c, rows.impl(), "us_per_sync", r.us_per_sync, "us"});
   });
 }
 
@@ -321,7 +385,9 @@ void time_grid_sync_floor(const BenchSink& sink, int repeats, cudaStream_t strea
 
 void run_rnn_bench(const RnnBenchOptions& o, const BenchSink& sink) {
   validate(o);
-  if (device_count() == 0) throw Unsupported("prnn bench rnn", "no GPU: " + no_device_reason());
+  const char* suite = suite_name(o.suite);
+  if (device_count() == 0)
+    throw Unsupported(std::string("prnn bench ") + suite, "no GPU: " + no_device_reason());
   auto wanted = [&](const std::string& impl) {
     return o.impls.empty() || std::find(o.impls.begin(), o.impls.end(), impl) != o.impls.end();
   };
@@ -330,12 +396,13 @@ void run_rnn_bench(const RnnBenchOptions& o, const BenchSink& sink) {
       [&](bench::CudnnRnnAlgo a) { return wanted(std::string("cudnn-") + bench::to_string(a)); });
   std::optional<bench::CudnnContext> cudnn;
   if (any_cudnn) {
-    log(LogLevel::Info, "rnn: cuDNN version " + std::to_string(bench::CudnnContext::version()));
+    log(LogLevel::Info,
+        std::string(suite) + ": cuDNN version " + std::to_string(bench::CudnnContext::version()));
     cudnn.emplace();
   }
   const OwnedStream stream;
 
-  if (o.grid_sync_floor) time_grid_sync_floor(sink, o.repeats, stream.get());
+  if (o.grid_sync_floor) time_grid_sync_floor(sink, suite, o.repeats, stream.get());
 
   for (const RnnCase& c : cases_of(o)) {
     const std::int64_t I = o.input_size > 0 ? o.input_size : c.hidden;
@@ -354,7 +421,7 @@ void run_rnn_bench(const RnnBenchOptions& o, const BenchSink& sink) {
                                   static_cast<double>(desc.gate_rows()) *
                                   static_cast<double>(I + c.hidden);
     auto rows_for = [&](const std::string& impl) {
-      return ImplRows(sink, name, impl, c.steps, flops_per_step, o.repeats);
+      return ImplRows(sink, suite, name, impl, c.steps, flops_per_step, o.repeats);
     };
 
     std::optional<PrnnTensors> tensors;  // shared by the prnn algorithms of this case

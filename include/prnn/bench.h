@@ -50,8 +50,9 @@ struct CudnnRnnBenchOptions {
 // Requires a GPU; throws Unsupported without one.
 void run_cudnn_rnn_bench(const CudnnRnnBenchOptions& options, const BenchSink& sink);
 
-// `prnn bench rnn` (suite rnn): one layer, unidirectional, input size = hidden unless set; per case
-// (cell, dtype, H, B, T) every implementation of kRnnBenchImpls side by side in one run:
+// `prnn bench rnn`, `prnn bench lstm`, `prnn bench gru` (suites rnn, lstm, gru): one layer,
+// unidirectional, input size = hidden unless set; per case (cell, dtype, H, B, T) every
+// implementation of kRnnBenchImpls side by side in one run:
 //   fwd_us_per_step     training-mode forward of T steps / T
 //   fwdbwd_us_per_step  forward + backward data + backward weights of T steps / T
 //   fwd_tflops          2·T·B·G·H·(I+H) / forward time
@@ -64,17 +65,34 @@ inline constexpr const char* kRnnBenchImpls[] = {"prnn-persistent", "prnn-gemm_p
                                                  "cudnn-standard", "cudnn-persist_static",
                                                  "cudnn-persist_dynamic"};
 
+// Which cell the sweeps are about; also the suite column of every row.
+enum class RnnBenchSuite : std::uint8_t {
+  Rnn,   // suite rnn: vanilla ReLU f32 (the persistent RNN issue and the paper's figures)
+  Lstm,  // suite lstm: LSTM in every dtype of RnnBenchOptions::dtypes
+  Gru,   // suite gru: GRU in every dtype of RnnBenchOptions::dtypes
+};
+
+// The cases of a sweep, per suite (T = 256 unless the sweep varies T):
+//   rnn:       relu f32 only; Custom takes cells × dtypes × hidden × batch × steps.
+//   lstm, gru: every listed case in every dtype of `dtypes`; Custom takes dtypes × hidden × batch
+//              × steps of the suite's cell.
 enum class RnnBenchSweep : std::uint8_t {
-  Targets,  // relu f32 H=1152 B=4 T=256; H=2048 B=4 T=256; H=1152 B=1..16 T=256
-  Figure3,  // relu f32 H=1152 T=256, B in {1,2,4,...,64} (µs/step against batch)
-  Figure4,  // relu f32 H=1152 B=4, T in {1,2,4,...,1024} (µs/step against sequence length)
-  Custom,   // every combination of cells × dtypes × hidden × batch × steps below
+  Targets,  // rnn:  H=1152 B=4; H=2048 B=4; H=1152 B=1..16
+            // lstm: H=1152 B=4; H=2048 B=4; H=2560 B=4; H=1024 B=4; H=1024 B=16
+            // gru:  H=1152 B=4
+  Figure3,  // rnn: H=1152; lstm, gru: H in {1024, 1152}; B in {1,2,4,...,64} (µs/step vs batch)
+  Figure4,  // H=1152 B=4, T in {1,2,4,...,1024} (µs/step against sequence length)
+  Custom,   // every combination of the lists below
 };
 
 struct RnnBenchOptions {
+  RnnBenchSuite suite = RnnBenchSuite::Rnn;
   std::vector<RnnBenchSweep> sweeps{RnnBenchSweep::Targets};  // a case in two sweeps runs once
-  std::vector<Cell> cells{Cell::ReLU};                        // Custom only
-  std::vector<DType> dtypes{DType::F32};   // Custom only; prnn gets weight_dtype = dtype
+  std::vector<Cell> cells{Cell::ReLU};                        // rnn suite, Custom only
+  // prnn gets weight_dtype = dtype. rnn suite: Custom only, empty = {f32}. lstm, gru: every
+  // sweep, empty = {f32, bf16, f16} (f16: cuDNN's persistent algorithms take 16-bit data as f16
+  // with fp32 math, the 16-bit cuDNN anchors).
+  std::vector<DType> dtypes;
   std::vector<std::int64_t> hidden{1152};  // Custom only
   std::vector<std::int64_t> batch{4};      // Custom only
   std::vector<std::int64_t> steps{256};    // Custom only

@@ -70,6 +70,114 @@ void run_with_csv(const BenchCommon& common, const std::function<void(const Benc
   });
 }
 
+// `prnn bench rnn|lstm|gru`: one harness (run_rnn_bench), the suite picks the cell and the cases.
+void add_rnn_bench_suite(CLI::App& bench, const std::shared_ptr<BenchCommon>& common,
+                         RnnBenchSuite suite) {
+  const bool vanilla = suite == RnnBenchSuite::Rnn;
+  const char* command = vanilla ? "rnn" : suite == RnnBenchSuite::Lstm ? "lstm" : "gru";
+  auto rnn_bench_opts = std::make_shared<RnnBenchOptions>();
+  rnn_bench_opts->suite = suite;
+  struct RnnBenchNames {
+    std::vector<std::string> sweeps{"targets"}, cells{"relu"}, dtypes, impls;
+    bool no_floor = false, verbose = false;
+  };
+  auto rnn_bench_names = std::make_shared<RnnBenchNames>();
+  rnn_bench_names->dtypes = vanilla ? std::vector<std::string>{"f32"}
+                                    : std::vector<std::string>{"f32", "bf16", "f16"};
+  auto* rnn_cmd = bench.add_subcommand(
+      command, vanilla ? "prnn persistent / gemm_per_step vs cuDNN's three algorithms, fwd, fwd+bwd, "
+                      "side by side"
+                    : fmt::format("{}: prnn persistent / gemm_per_step vs cuDNN's three "
+                                  "algorithms per dtype, fwd, fwd+bwd, side by side",
+                                  suite == RnnBenchSuite::Lstm ? "LSTM" : "GRU"));
+  rnn_cmd
+      ->add_option(
+          "--sweep", rnn_bench_names->sweeps,
+          vanilla ? "Cases, comma-separated: targets (H=1152 B=1..16 and H=2048 B=4, T=256), figure3 "
+                    "(B=1..64), figure4 (T=1..1024), custom (--cells x --dtypes x --hidden x "
+                    "--batch x --steps)"
+          : suite == RnnBenchSuite::Lstm
+              ? "Cases per dtype, comma-separated: targets (H=1152,2048,2560,1024 at B=4 and "
+                "H=1024 B=16, T=256), figure3 (H=1024,1152, B=1..64), figure4 (H=1152 B=4, "
+                "T=1..1024), custom (--hidden x --batch x --steps)"
+              : "Cases per dtype, comma-separated: targets (H=1152 B=4 T=256), figure3 "
+                "(H=1024,1152, B=1..64), figure4 (H=1152 B=4, T=1..1024), custom (--hidden x "
+                "--batch x --steps)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"targets", "figure3", "figure4", "custom"}))
+      ->capture_default_str();
+  if (vanilla) {
+    rnn_cmd
+        ->add_option("--cells", rnn_bench_names->cells,
+                     "custom: cells, comma-separated: relu,tanh,gru,lstm")
+        ->delimiter(',')
+        ->capture_default_str();
+  }
+  rnn_cmd
+      ->add_option("--dtypes", rnn_bench_names->dtypes,
+                   vanilla ? "custom: data types, comma-separated: f32,f16,bf16"
+                           : "Data types of every sweep, comma-separated: f32,f16,bf16 (prnn "
+                             "weight dtype; cuDNN data with fp32 math)")
+      ->delimiter(',')
+      ->capture_default_str();
+  rnn_cmd->add_option("--hidden", rnn_bench_opts->hidden, "custom: hidden sizes, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  rnn_cmd->add_option("--batch", rnn_bench_opts->batch, "custom: batch sizes, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  rnn_cmd->add_option("--steps", rnn_bench_opts->steps, "custom: sequence lengths, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  rnn_cmd->add_option("--input-size", rnn_bench_opts->input_size, "Input size (0: same as hidden)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  rnn_cmd->add_option("--repeats", rnn_bench_opts->repeats, "Timed runs per measurement")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  rnn_cmd
+      ->add_option("--impls", rnn_bench_names->impls,
+                   "Only these implementations, comma-separated (default: all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(
+          std::vector<std::string>(std::begin(kRnnBenchImpls), std::end(kRnnBenchImpls))));
+  rnn_cmd->add_flag("--no-floor", rnn_bench_names->no_floor,
+                    "Skip the grid-sync floor (cuda-grid_sync)");
+  rnn_cmd->add_flag("--verbose", rnn_bench_names->verbose,
+                    "Log why an implementation rejects a case");
+  rnn_cmd->callback([common, rnn_bench_opts, rnn_bench_names, rnn_cmd, vanilla] {
+    RnnBenchOptions o = *rnn_bench_opts;
+    const RnnBenchNames& n = *rnn_bench_names;
+    o.sweeps.clear();
+    for (const std::string& name : n.sweeps) {
+      if (name == "targets") o.sweeps.push_back(RnnBenchSweep::Targets);
+      if (name == "figure3") o.sweeps.push_back(RnnBenchSweep::Figure3);
+      if (name == "figure4") o.sweeps.push_back(RnnBenchSweep::Figure4);
+      if (name == "custom") o.sweeps.push_back(RnnBenchSweep::Custom);
+    }
+    const bool custom =
+        std::find(o.sweeps.begin(), o.sweeps.end(), RnnBenchSweep::Custom) != o.sweeps.end();
+    // rnn: --cells and --dtypes select custom cases; lstm, gru: --dtypes applies to every sweep.
+    std::vector<std::string> custom_flags{"--hidden", "--batch", "--steps"};
+    if (vanilla) custom_flags.insert(custom_flags.begin(), {"--cells", "--dtypes"});
+    for (const std::string& flag : custom_flags)
+      if (!custom && rnn_cmd->count(flag) > 0)
+        throw InvalidArgument(
+            fmt::format("{} selects the cases of --sweep custom, which was not asked for", flag));
+    o.cells.clear();
+    for (const std::string& name : n.cells) o.cells.push_back(parse_cell(name));
+    o.dtypes.clear();
+    for (const std::string& name : n.dtypes) o.dtypes.push_back(parse_dtype(name));
+    o.impls = n.impls;
+    o.grid_sync_floor = !n.no_floor;
+    if (n.verbose) set_log_level(LogLevel::Info);
+    run_with_csv(*common, [&](const BenchSink& sink) { run_rnn_bench(o, sink); });
+  });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, const std::string& command_line) {
@@ -137,87 +245,9 @@ void add_bench_command(CLI::App& app, const std::string& command_line) {
     run_with_csv(*common, [&](const BenchSink& sink) { run_cudnn_rnn_bench(o, sink); });
   });
 
-  auto rnn_bench_opts = std::make_shared<RnnBenchOptions>();
-  struct RnnBenchNames {
-    std::vector<std::string> sweeps{"targets"}, cells{"relu"}, dtypes{"f32"}, impls;
-    bool no_floor = false, verbose = false;
-  };
-  auto rnn_bench_names = std::make_shared<RnnBenchNames>();
-  auto* rnn_cmd = bench->add_subcommand("rnn",
-                                        "prnn persistent / gemm_per_step vs cuDNN's three "
-                                        "algorithms, fwd, fwd+bwd, side by side");
-  rnn_cmd
-      ->add_option(
-          "--sweep", rnn_bench_names->sweeps,
-          "Cases, comma-separated: targets (H=1152 B=1..16 and H=2048 B=4, T=256), figure3 "
-          "(B=1..64), figure4 (T=1..1024), custom (--cells x --dtypes x --hidden x "
-          "--batch x --steps)")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"targets", "figure3", "figure4", "custom"}))
-      ->capture_default_str();
-  rnn_cmd
-      ->add_option("--cells", rnn_bench_names->cells,
-                   "custom: cells, comma-separated: relu,tanh,gru,lstm")
-      ->delimiter(',')
-      ->capture_default_str();
-  rnn_cmd
-      ->add_option("--dtypes", rnn_bench_names->dtypes,
-                   "custom: data types, comma-separated: f32,f16,bf16")
-      ->delimiter(',')
-      ->capture_default_str();
-  rnn_cmd->add_option("--hidden", rnn_bench_opts->hidden, "custom: hidden sizes, comma-separated")
-      ->delimiter(',')
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  rnn_cmd->add_option("--batch", rnn_bench_opts->batch, "custom: batch sizes, comma-separated")
-      ->delimiter(',')
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  rnn_cmd->add_option("--steps", rnn_bench_opts->steps, "custom: sequence lengths, comma-separated")
-      ->delimiter(',')
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  rnn_cmd->add_option("--input-size", rnn_bench_opts->input_size, "Input size (0: same as hidden)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  rnn_cmd->add_option("--repeats", rnn_bench_opts->repeats, "Timed runs per measurement")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  rnn_cmd
-      ->add_option("--impls", rnn_bench_names->impls,
-                   "Only these implementations, comma-separated (default: all)")
-      ->delimiter(',')
-      ->check(CLI::IsMember(
-          std::vector<std::string>(std::begin(kRnnBenchImpls), std::end(kRnnBenchImpls))));
-  rnn_cmd->add_flag("--no-floor", rnn_bench_names->no_floor,
-                    "Skip the grid-sync floor (cuda-grid_sync)");
-  rnn_cmd->add_flag("--verbose", rnn_bench_names->verbose,
-                    "Log why an implementation rejects a case");
-  rnn_cmd->callback([common, rnn_bench_opts, rnn_bench_names, rnn_cmd] {
-    RnnBenchOptions o = *rnn_bench_opts;
-    const RnnBenchNames& n = *rnn_bench_names;
-    o.sweeps.clear();
-    for (const std::string& name : n.sweeps) {
-      if (name == "targets") o.sweeps.push_back(RnnBenchSweep::Targets);
-      if (name == "figure3") o.sweeps.push_back(RnnBenchSweep::Figure3);
-      if (name == "figure4") o.sweeps.push_back(RnnBenchSweep::Figure4);
-      if (name == "custom") o.sweeps.push_back(RnnBenchSweep::Custom);
-    }
-    const bool custom =
-        std::find(o.sweeps.begin(), o.sweeps.end(), RnnBenchSweep::Custom) != o.sweeps.end();
-    for (const char* flag : {"--cells", "--dtypes", "--hidden", "--batch", "--steps"})
-      if (!custom && rnn_cmd->count(flag) > 0)
-        throw InvalidArgument(
-            fmt::format("{} selects the cases of --sweep custom, which was not asked for", flag));
-    o.cells.clear();
-    for (const std::string& name : n.cells) o.cells.push_back(parse_cell(name));
-    o.dtypes.clear();
-    for (const std::string& name : n.dtypes) o.dtypes.push_back(parse_dtype(name));
-    o.impls = n.impls;
-    o.grid_sync_floor = !n.no_floor;
-    if (n.verbose) set_log_level(LogLevel::Info);
-    run_with_csv(*common, [&](const BenchSink& sink) { run_rnn_bench(o, sink); });
-  });
+  add_rnn_bench_suite(*bench, common, RnnBenchSuite::Rnn);
+  add_rnn_bench_suite(*bench, common, RnnBenchSuite::Lstm);
+  add_rnn_bench_suite(*bench, common, RnnBenchSuite::Gru);
 
   auto layer_opts = std::make_shared<LayersBenchOptions>();
   auto* layers = bench->add_subcommand(
