@@ -32,8 +32,7 @@ Activation activation_of(Cell cell) {
     case Cell::GRU:
     case Cell::LSTM: break;
   }
-  PRNN_ASSERT(false);
-  return Activation::ReLU;
+  return Activation::ReLU;  // unused by the gated cells
 }
 
 // Row-major C[M, N] = op(A)[M, K] · op(B)[K, N] + beta·C in fp32; lda, ldb, ldc are the row
@@ -53,20 +52,16 @@ void gemm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, st
 }  // namespace
 
 std::string can_implement(const RnnDesc& desc, std::int64_t steps, std::int64_t batch) {
-  if (gate_count(desc.cell) != 1)
-    return fmt::format("{} on the GPU is not implemented yet (the GEMM-RNN runs relu, "
-                       "clipped_relu and tanh); the CPU reference runs it on host tensors",
-                       to_string(desc.cell));
   if (desc.weight_dtype != DType::F32)
     return fmt::format("the GEMM-RNN takes f32 weights, got {} (16-bit weights are not "
                        "implemented yet)",
                        to_string(desc.weight_dtype));
-  const std::int64_t H = desc.hidden_size, DH = desc.directions() * H;
-  const std::int64_t widest = std::max(desc.input_size, DH);
-  if (steps * batch > INT32_MAX || batch * H > INT32_MAX || widest > INT32_MAX)
-    return fmt::format("cuBLAS takes 32-bit sizes: steps x batch = {}, batch x hidden = {}, "
-                       "widest input = {} (each must be < 2^31)",
-                       steps * batch, batch * H, widest);
+  const std::int64_t H = desc.hidden_size, DH = desc.directions() * H, GH = desc.gate_rows();
+  const std::int64_t widest = std::max({desc.input_size, DH, GH});
+  if (steps * batch > INT32_MAX || batch * GH > INT32_MAX || widest > INT32_MAX)
+    return fmt::format("cuBLAS takes 32-bit sizes: steps x batch = {}, batch x gates x hidden = "
+                       "{}, widest input or gate rows = {} (each must be < 2^31)",
+                       steps * batch, batch * GH, widest);
   return {};
 }
 
@@ -106,17 +101,13 @@ PersistentKnobs PersistentKnobs::from_environment() {
 
 std::string can_implement_persistent(const RnnDesc& desc, std::int64_t steps, std::int64_t batch,
                                      int device) {
-  if (gate_count(desc.cell) != 1)
-    return fmt::format("persistent {} kernels are not implemented yet (relu, clipped_relu and "
-                       "tanh are)",
-                       to_string(desc.cell));
   if (std::string why = can_implement(desc, steps, batch); !why.empty()) return why;
-  if (desc.hidden_size * batch > INT32_MAX || steps > INT32_MAX)
-    return fmt::format("the persistent kernels take hidden x batch and steps < 2^31, got {} and {}",
-                       desc.hidden_size * batch, steps);
+  if (steps > INT32_MAX)
+    return fmt::format("the persistent kernels take steps < 2^31, got {}", steps);
   const DeviceInfo info = device_info(device);
   const persistent::Tiling t =
-      persistent::tile(desc.hidden_size, batch, info.sm_count, desc.weight_dtype);
+      persistent::tile(gate_count(desc.cell), desc.hidden_size, batch, info.sm_count,
+                       desc.weight_dtype);
   if (t.shape < 0) return t.reason;
   for (persistent::Pass pass : {persistent::Pass::Forward, persistent::Pass::BackwardData})
     if (std::string why = persistent::prepare(pass, t, device); !why.empty()) return why;
@@ -188,19 +179,31 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
                  Recurrence recurrence)
     : desc_(desc),
       act_(activation_of(desc.cell)),
+      lstm_(desc.cell == Cell::LSTM),
+      gru_(desc.cell == Cell::GRU),
       T_(steps),
       B_(batch),
       H_(desc.hidden_size),
       L_(desc.layers),
+      GH_(desc.gate_rows()),
       D_(desc.directions()),
       recurrence_(recurrence) {
   PRNN_CUDA_CHECK(cudaSetDevice(device));
   for (std::int64_t l = 0; l < L_; ++l)
     for (int d = 0; d < D_; ++d) offsets_.push_back(rnn_param_offsets(desc, l, d));
-  const std::int64_t TBH = T_ * B_ * H_;
-  pre_ = DeviceBuffer(f32_bytes(L_ * D_ * TBH));
-  dpre_ = DeviceBuffer(f32_bytes(L_ * D_ * TBH));
-  y_ = DeviceBuffer(f32_bytes(L_ * D_ * TBH));
+  const std::int64_t TBH = T_ * B_ * H_, LD = L_ * D_;
+  pre_ = DeviceBuffer(f32_bytes(LD * T_ * B_ * GH_));
+  dpre_ = DeviceBuffer(f32_bytes(LD * T_ * B_ * GH_));
+  if (gru_) {
+    pre_h_ = DeviceBuffer(f32_bytes(LD * T_ * B_ * GH_));
+    dpre_h_ = DeviceBuffer(f32_bytes(LD * T_ * B_ * GH_));
+  }
+  if (lstm_) cell_ = DeviceBuffer(f32_bytes(LD * TBH));
+  if (lstm_ || gru_) {
+    initial_ = DeviceBuffer(f32_bytes(LD * B_ * H_));
+    carry_ = DeviceBuffer(f32_bytes(B_ * H_));
+  }
+  y_ = DeviceBuffer(f32_bytes(LD * TBH));
   if (L_ > 1)
     for (DeviceBuffer& b : dlayer_) b = DeviceBuffer(f32_bytes(D_ * TBH));
   dh_ = DeviceBuffer(f32_bytes(B_ * H_));
@@ -218,7 +221,8 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
   PRNN_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
 
   if (recurrence_ == Recurrence::Persistent) {
-    tiling_ = persistent::tile(H_, B_, device_info(device).sm_count, desc.weight_dtype);
+    tiling_ = persistent::tile(gate_count(desc.cell), H_, B_, device_info(device).sm_count,
+                               desc.weight_dtype);
     PRNN_ASSERT(tiling_.shape >= 0);  // can_implement_persistent said so
     knobs_ = PersistentKnobs::from_environment();
     exchange_ = DeviceBuffer(persistent::exchange_bytes(tiling_, B_));
@@ -237,12 +241,13 @@ GemmRnn::~GemmRnn() {
 }
 
 std::size_t GemmRnn::reserve_bytes() const {
-  return pre_.bytes() + dpre_.bytes() + y_.bytes() + dlayer_[0].bytes() + dlayer_[1].bytes();
+  return pre_.bytes() + dpre_.bytes() + pre_h_.bytes() + dpre_h_.bytes() + cell_.bytes() +
+         initial_.bytes() + y_.bytes() + dlayer_[0].bytes() + dlayer_[1].bytes();
 }
 
 std::size_t GemmRnn::workspace_bytes() const {
-  return blas_->workspace.bytes() + dh_.bytes() + ones_.bytes() + exchange_.bytes() +
-         control_.bytes();
+  return blas_->workspace.bytes() + dh_.bytes() + carry_.bytes() + ones_.bytes() +
+         exchange_.bytes() + control_.bytes();
 }
 
 void GemmRnn::throw_if_failed() {
@@ -281,7 +286,7 @@ void GemmRnn::bind_blas(cudaStream_t s) {
 }
 
 void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
-  const std::int64_t BH = B_ * H_, DH = D_ * H_;
+  const std::int64_t BH = B_ * H_, DH = D_ * H_, BGH = B_ * GH_;
   cublasHandle_t h = blas_->handle;
   for (std::int64_t l = 0; l < L_; ++l) {
     const std::int64_t I = desc_.layer_input_size(l);
@@ -289,14 +294,23 @@ void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
     float* Y = layer_out(l);                               // [T, B, D·H]
     for (int d = 0; d < D_; ++d) {
       const RnnParamOffsets& o = offsets(l, d);
-      float* A = pre(l, d);  // [T, B, H]
-      gemm(h, false, true, T_ * B_, H_, I, in, I, a.params + o.w_ih, I, 0.0f, A, H_);
+      float* P = pre(l, d);  // [T, B, GH]
+      gemm(h, false, true, T_ * B_, GH_, I, in, I, a.params + o.w_ih, I, 0.0f, P, GH_);
+      // The gated cells' initial state the backward needs: LSTM c0, GRU h0 (zeros if absent).
+      const float* user_init = lstm_ ? a.c0 : gru_ ? a.h0 : nullptr;
+      if (lstm_ || gru_) {
+        if (user_init != nullptr)
+          PRNN_CUDA_CHECK(cudaMemcpyAsync(initial(l, d), user_init + (l * D_ + d) * BH,
+                                          f32_bytes(BH), cudaMemcpyDeviceToDevice, s));
+        else
+          PRNN_CUDA_CHECK(cudaMemsetAsync(initial(l, d), 0, f32_bytes(BH), s));
+      }
       if (recurrence_ == Recurrence::Persistent) {
         persistent::Params p;
         p.t_first = d == 0 ? 0 : static_cast<std::int32_t>(T_ - 1);
         p.t_step = d == 0 ? 1 : -1;
         p.w = a.params + o.w_hh;
-        p.pre = A;
+        p.pre = P;
         p.b_ih = a.params + o.b_ih;
         p.b_hh = a.params + o.b_hh;
         p.h0 = a.h0 != nullptr ? a.h0 + (l * D_ + d) * BH : nullptr;
@@ -304,6 +318,12 @@ void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
         p.out2 = l == L_ - 1 ? a.y + d * H_ : nullptr;
         p.out_stride = DH;
         p.hn = a.hn != nullptr ? a.hn + (l * D_ + d) * BH : nullptr;
+        if (lstm_ || gru_) p.initial = initial(l, d);
+        if (lstm_) {
+          p.cell = cell(l, d);
+          p.cn = a.cn != nullptr ? a.cn + (l * D_ + d) * BH : nullptr;
+        }
+        if (gru_) p.pre_h = pre_h(l, d);
         launch_persistent(persistent::Pass::Forward, p, s);
         continue;
       }
@@ -317,26 +337,58 @@ void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
           h_prev = a.h0 + (l * D_ + d) * BH;
           ld = H_;
         }
+        float* out = Y + t * B_ * DH + d * H_;
+        float* out2 = l == L_ - 1 ? a.y + t * B_ * DH + d * H_ : nullptr;
+        const bool last = step == T_ - 1;
+        if (!lstm_ && !gru_) {
+          if (h_prev != nullptr)
+            gemm(h, false, true, B_, H_, H_, h_prev, ld, a.params + o.w_hh, H_, 1.0f, P + t * BH,
+                 H_);
+          ForwardStepParams p;
+          p.batch = static_cast<std::int32_t>(B_);
+          p.hidden = static_cast<std::int32_t>(H_);
+          p.pre = P + t * BH;
+          p.b_ih = a.params + o.b_ih;
+          p.b_hh = a.params + o.b_hh;
+          p.out = out;
+          p.out2 = out2;
+          p.out_stride = DH;
+          p.hn = last && a.hn != nullptr ? a.hn + (l * D_ + d) * BH : nullptr;
+          launch_forward_step(act_, p, s);
+          continue;
+        }
+        // Gated cells: LSTM adds W_hh h_{t-1} into P; the GRU keeps it apart in Q.
+        float* target = gru_ ? pre_h(l, d) + t * BGH : P + t * BGH;
         if (h_prev != nullptr)
-          gemm(h, false, true, B_, H_, H_, h_prev, ld, a.params + o.w_hh, H_, 1.0f, A + t * BH, H_);
-        ForwardStepParams p;
+          gemm(h, false, true, B_, GH_, H_, h_prev, ld, a.params + o.w_hh, H_, gru_ ? 0.0f : 1.0f,
+               target, GH_);
+        GatedForwardStepParams p;
         p.batch = static_cast<std::int32_t>(B_);
         p.hidden = static_cast<std::int32_t>(H_);
-        p.pre = A + t * BH;
+        p.pre = P + t * BGH;
+        p.pre_h = gru_ ? target : nullptr;
+        p.has_h = h_prev != nullptr;
         p.b_ih = a.params + o.b_ih;
         p.b_hh = a.params + o.b_hh;
-        p.out = Y + t * B_ * DH + d * H_;
-        p.out2 = l == L_ - 1 ? a.y + t * B_ * DH + d * H_ : nullptr;
+        p.h_prev = h_prev;
+        p.h_prev_stride = ld;
+        if (lstm_) {
+          p.c_prev = step == 0 ? initial(l, d) : cell(l, d) + time_of(d, step - 1) * BH;
+          p.c = cell(l, d) + t * BH;
+          p.cn = last && a.cn != nullptr ? a.cn + (l * D_ + d) * BH : nullptr;
+        }
+        p.out = out;
+        p.out2 = out2;
         p.out_stride = DH;
-        p.hn = step == T_ - 1 && a.hn != nullptr ? a.hn + (l * D_ + d) * BH : nullptr;
-        launch_forward_step(act_, p, s);
+        p.hn = last && a.hn != nullptr ? a.hn + (l * D_ + d) * BH : nullptr;
+        launch_gated_forward_step(lstm_, p, s);
       }
     }
   }
 }
 
 void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
-  const std::int64_t BH = B_ * H_, DH = D_ * H_;
+  const std::int64_t BH = B_ * H_, DH = D_ * H_, BGH = B_ * GH_;
   cublasHandle_t h = blas_->handle;
   const float* dout = a.dy;  // dL/d(output of layer l), [T, B, D·H]
   for (std::int64_t l = L_ - 1; l >= 0; --l) {
@@ -345,48 +397,101 @@ void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
     float* din = l == 0 ? a.dx : dlayer_[l % 2].data_as<float>();
     for (int d = 0; d < D_; ++d) {
       const RnnParamOffsets& o = offsets(l, d);
-      const float* A = pre(l, d);
-      float* dA = dpre(l, d);
+      const float* P = pre(l, d);
+      float* dP = dpre(l, d);
+      float* dQ = dpre_h(l, d);
+      const float* Y = layer_out(l);
       if (recurrence_ == Recurrence::Persistent) {
         persistent::Params p;
         p.t_first = d == 0 ? static_cast<std::int32_t>(T_ - 1) : 0;  // reverse processing order
         p.t_step = d == 0 ? -1 : 1;
         p.w = a.params + o.w_hh;
-        p.pre = const_cast<float*>(A);  // read only in this pass
+        p.pre = const_cast<float*>(P);  // read only in this pass
         p.dy = dout + d * H_;
         p.dy_stride = DH;
         p.dhn = a.dhn != nullptr ? a.dhn + (l * D_ + d) * BH : nullptr;
-        p.dpre = dA;
+        p.dpre = dP;
+        if (lstm_ || gru_) {
+          p.initial = initial(l, d);
+          p.carry = carry_.data_as<float>();
+        }
+        if (lstm_) {
+          p.cell = cell(l, d);
+          p.dcn = a.dcn != nullptr ? a.dcn + (l * D_ + d) * BH : nullptr;
+        }
+        if (gru_) {
+          p.pre_h = pre_h(l, d);
+          p.dpre_h = dQ;
+          p.out = const_cast<float*>(Y) + d * H_;  // h_{t-1}, read only in this pass
+          p.out_stride = DH;
+        }
         launch_persistent(persistent::Pass::BackwardData, p, s);
       }
       for (std::int64_t step = T_ - 1; step >= 0 && recurrence_ == Recurrence::PerStepGemm;
            --step) {  // reverse processing order
         const std::int64_t t = time_of(d, step);
-        const float* dh = nullptr;  // dL/dh_t through the step after it
-        if (step == T_ - 1) {
+        const bool first = step == T_ - 1;  // the first step processed
+        const float* dh = nullptr;          // dL/dh_t through W_hh of the step after it
+        if (first) {
           dh = a.dhn != nullptr ? a.dhn + (l * D_ + d) * BH : nullptr;
         } else {
-          gemm(h, false, false, B_, H_, H_, dA + time_of(d, step + 1) * BH, H_, a.params + o.w_hh,
-               H_, 0.0f, dh_.data_as<float>(), H_);
+          gemm(h, false, false, B_, H_, GH_, dQ + time_of(d, step + 1) * BGH, GH_,
+               a.params + o.w_hh, H_, 0.0f, dh_.data_as<float>(), H_);
           dh = dh_.data_as<const float>();
         }
-        BackwardStepParams p;
+        if (!lstm_ && !gru_) {
+          BackwardStepParams p;
+          p.batch = static_cast<std::int32_t>(B_);
+          p.hidden = static_cast<std::int32_t>(H_);
+          p.pre = P + t * BH;
+          p.dy = dout + t * B_ * DH + d * H_;
+          p.dy_stride = DH;
+          p.dh = dh;
+          p.dpre = dP + t * BH;
+          launch_backward_step(act_, p, s);
+          continue;
+        }
+        GatedBackwardStepParams p;
         p.batch = static_cast<std::int32_t>(B_);
         p.hidden = static_cast<std::int32_t>(H_);
-        p.pre = A + t * BH;
+        p.pre = P + t * BGH;
         p.dy = dout + t * B_ * DH + d * H_;
         p.dy_stride = DH;
         p.dh = dh;
-        p.dpre = dA + t * BH;
-        launch_backward_step(act_, p, s);
+        p.carry_out = carry_.data_as<float>();
+        p.carry_in = !first                          ? carry_.data_as<const float>()
+                     : lstm_ && a.dcn != nullptr ? a.dcn + (l * D_ + d) * BH
+                                                 : nullptr;
+        p.dpre = dP + t * BGH;
+        if (lstm_) {
+          p.c_prev = step == 0 ? initial(l, d) : cell(l, d) + time_of(d, step - 1) * BH;
+          p.c = cell(l, d) + t * BH;
+        } else {
+          p.pre_h = pre_h(l, d) + t * BGH;
+          p.dpre_h = dQ + t * BGH;
+          p.h_prev = step == 0 ? initial(l, d) : Y + time_of(d, step - 1) * B_ * DH + d * H_;
+          p.h_prev_stride = step == 0 ? H_ : DH;
+        }
+        launch_gated_backward_step(lstm_, p, s);
       }
-      if (a.dh0 != nullptr)
-        gemm(h, false, false, B_, H_, H_, dA + time_of(d, 0) * BH, H_, a.params + o.w_hh, H_,
-             0.0f, a.dh0 + (l * D_ + d) * BH, H_);
+      if (a.dh0 != nullptr) {
+        float* dh0 = a.dh0 + (l * D_ + d) * BH;
+        float beta = 0.0f;
+        if (gru_) {  // the part of dL/dh0 that skips W_hh
+          PRNN_CUDA_CHECK(cudaMemcpyAsync(dh0, carry_.data(), f32_bytes(BH),
+                                          cudaMemcpyDeviceToDevice, s));
+          beta = 1.0f;
+        }
+        gemm(h, false, false, B_, H_, GH_, dQ + time_of(d, 0) * BGH, GH_, a.params + o.w_hh, H_,
+             beta, dh0, H_);
+      }
+      if (lstm_ && a.dc0 != nullptr)
+        PRNN_CUDA_CHECK(cudaMemcpyAsync(a.dc0 + (l * D_ + d) * BH, carry_.data(), f32_bytes(BH),
+                                        cudaMemcpyDeviceToDevice, s));
     }
     if (din != nullptr)
       for (int d = 0; d < D_; ++d)
-        gemm(h, false, false, T_ * B_, I, H_, dpre(l, d), H_, a.params + offsets(l, d).w_ih, I,
+        gemm(h, false, false, T_ * B_, I, GH_, dpre(l, d), GH_, a.params + offsets(l, d).w_ih, I,
              d == 0 ? 0.0f : 1.0f, din, I);
     dout = din;
   }
@@ -398,7 +503,7 @@ void GemmRnn::forward(const ForwardArgs& args, cudaStream_t stream) {
     bind_blas(stream);
     return enqueue_forward(args, stream);
   }
-  const CachedGraph::Key key{args.x, args.params, args.h0, args.y, args.hn};
+  const CachedGraph::Key key{args.x, args.params, args.h0, args.c0, args.y, args.hn, args.cn};
   if (!forward_graph_.matches(key)) {
     bind_blas(capture_);
     PRNN_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
@@ -419,7 +524,8 @@ void GemmRnn::backward_data(const BackwardDataArgs& args, cudaStream_t stream) {
     bind_blas(stream);
     return enqueue_backward_data(args, stream);
   }
-  const CachedGraph::Key key{args.params, args.dy, args.dhn, args.dx, args.dh0};
+  const CachedGraph::Key key{args.params, args.dy, args.dhn, args.dcn,
+                             args.dx,     args.dh0, args.dc0};
   if (!backward_graph_.matches(key)) {
     bind_blas(capture_);
     PRNN_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
@@ -436,42 +542,49 @@ void GemmRnn::backward_data(const BackwardDataArgs& args, cudaStream_t stream) {
 
 // A few large GEMMs, issued directly on the caller's stream (no step loop to capture).
 void GemmRnn::backward_weights(const BackwardWeightsArgs& a, cudaStream_t stream) {
-  const std::int64_t BH = B_ * H_, DH = D_ * H_, TB = T_ * B_;
+  const std::int64_t BH = B_ * H_, DH = D_ * H_, TB = T_ * B_, BGH = B_ * GH_;
   throw_if_failed();
   bind_blas(stream);
   cublasHandle_t h = blas_->handle;
+  const float one = 1.0f, zero = 0.0f;
   for (std::int64_t l = 0; l < L_; ++l) {
     const std::int64_t I = desc_.layer_input_size(l);
     const float* in = l == 0 ? a.x : layer_out(l - 1);
     const float* Y = layer_out(l);
     for (int d = 0; d < D_; ++d) {
       const RnnParamOffsets& o = offsets(l, d);
-      const float* dA = dpre(l, d);
+      const float* dP = dpre(l, d);
+      const float* dQ = dpre_h(l, d);
       float* dW_hh = a.dparams + o.w_hh;
-      gemm(h, true, false, H_, I, TB, dA, H_, in, I, 0.0f, a.dparams + o.w_ih, I);
-      // dW_hh = Σ_t dA[t]ᵀ · h_{t-1}: the step at time t follows time t-1 (forward) or t+1
+      gemm(h, true, false, GH_, I, TB, dP, GH_, in, I, 0.0f, a.dparams + o.w_ih, I);
+      // dW_hh = Σ_t dQ[t]ᵀ · h_{t-1}: the step at time t follows time t-1 (forward) or t+1
       // (reverse), whose output is a row block of Y; the first step's h_{t-1} is h0.
       float beta = 0.0f;
       if (T_ > 1) {
-        const float* dA_rows = d == 0 ? dA + BH : dA;                     // t = 1..T-1 | 0..T-2
+        const float* dQ_rows = d == 0 ? dQ + BGH : dQ;                    // t = 1..T-1 | 0..T-2
         const float* h_rows = (d == 0 ? Y : Y + B_ * DH) + d * H_;        // t = 0..T-2 | 1..T-1
-        gemm(h, true, false, H_, H_, (T_ - 1) * B_, dA_rows, H_, h_rows, DH, 0.0f, dW_hh, H_);
+        gemm(h, true, false, GH_, H_, (T_ - 1) * B_, dQ_rows, GH_, h_rows, DH, 0.0f, dW_hh, H_);
         beta = 1.0f;
       }
       if (a.h0 != nullptr) {
-        gemm(h, true, false, H_, H_, B_, dA + time_of(d, 0) * BH, H_, a.h0 + (l * D_ + d) * BH,
-             H_, beta, dW_hh, H_);
+        gemm(h, true, false, GH_, H_, B_, dQ + time_of(d, 0) * BGH, GH_,
+             a.h0 + (l * D_ + d) * BH, H_, beta, dW_hh, H_);
         beta = 1.0f;
       }
       if (beta == 0.0f)  // T = 1 without h0: h_{t-1} = 0
-        PRNN_CUDA_CHECK(cudaMemsetAsync(dW_hh, 0, f32_bytes(H_ * H_), stream));
-      // db_ih = Σ over T·B rows of dA (column-major [H, T·B] times ones); db_hh is the same.
-      const float one = 1.0f, zero = 0.0f;
-      PRNN_CUBLAS_CHECK(cublasSgemv(h, CUBLAS_OP_N, static_cast<int>(H_), static_cast<int>(TB),
-                                    &one, dA, static_cast<int>(H_), ones_.data_as<const float>(),
+        PRNN_CUDA_CHECK(cudaMemsetAsync(dW_hh, 0, f32_bytes(GH_ * H_), stream));
+      // db_ih = Σ over T·B rows of dP (column-major [GH, T·B] times ones), db_hh of dQ.
+      PRNN_CUBLAS_CHECK(cublasSgemv(h, CUBLAS_OP_N, static_cast<int>(GH_), static_cast<int>(TB),
+                                    &one, dP, static_cast<int>(GH_), ones_.data_as<const float>(),
                                     1, &zero, a.dparams + o.b_ih, 1));
-      PRNN_CUDA_CHECK(cudaMemcpyAsync(a.dparams + o.b_hh, a.dparams + o.b_ih, f32_bytes(H_),
-                                      cudaMemcpyDeviceToDevice, stream));
+      if (gru_)
+        PRNN_CUBLAS_CHECK(cublasSgemv(h, CUBLAS_OP_N, static_cast<int>(GH_),
+                                      static_cast<int>(TB), &one, dQ, static_cast<int>(GH_),
+                                      ones_.data_as<const float>(), 1, &zero,
+                                      a.dparams + o.b_hh, 1));
+      else
+        PRNN_CUDA_CHECK(cudaMemcpyAsync(a.dparams + o.b_hh, a.dparams + o.b_ih, f32_bytes(GH_),
+                                        cudaMemcpyDeviceToDevice, stream));
     }
   }
 }

@@ -1,22 +1,29 @@
 // The GEMM-RNN (the Persistent RNNs paper's baseline, and the fallback when W_hh does not fit on
-// chip): cuBLAS GEMMs plus one elementwise kernel per step, for the vanilla cells in fp32.
+// chip): cuBLAS GEMMs plus one elementwise kernel per step, for every cell in fp32; and the
+// layer driver of the persistent kernels, which replace the per-step loop.
 //
-// Forward, per layer l and direction d (time reversed for d = 1), a = pre-activation:
-//   A[t] = in_t · W_ihᵀ                 all T steps in one GEMM    [T·B, I_l] x [I_l, H]
-//   A[t] += h_{t-1} · W_hhᵀ             one GEMM per step          [B, H] x [H, H]
-//   A[t] += b_ih + b_hh; h_t = act(A[t])  step kernel (step_kernels.h), stores h_t into Y[l]
+// Forward, per layer l and direction d (time reversed for d = 1), G gates, GH = G·H rows:
+//   P[t] = in_t · W_ihᵀ                   all T steps in one GEMM    [T·B, I_l] x [I_l, GH]
+//   vanilla, LSTM: P[t] += h_{t-1} · W_hhᵀ   one GEMM per step        [B, H] x [H, GH]
+//   GRU:           Q[t]  = h_{t-1} · W_hhᵀ   one GEMM per step (kept apart: n needs r ⊙ it)
+//   then the step kernel (step_kernels.h): biases, gate math, h_t into Y[l] (and c_t).
 // Backward data, layers top-down, per direction the steps in reverse processing order:
-//   dA[t] = (dY[t] + dA[t+1] · W_hh) ⊙ act'(A[t])   one GEMM + the step kernel per step
-//   dh0 = dA[first] · W_hh;  d(in) = Σ_d dA · W_ih   one GEMM over all T·B rows
+//   dh = dY[t] + dQ[t+1] · W_hh (one GEMM) + the cell's carry, then the step kernel:
+//   vanilla dP = dQ = dh ⊙ act'(P); LSTM dP = dQ (4 rows) and the dc carry; GRU dP (da_ih) and
+//   dQ (da_hh) and the z ⊙ dh carry (gates.cuh).
+//   dh0 = dQ[first] · W_hh (+ the GRU carry), dc0 = the LSTM carry; d(in) = Σ_d dP · W_ih.
 // Backward weights, GEMMs over all T·B rows:
-//   dW_ih = dAᵀ · in;  dW_hh = dAᵀ · h_{t-1} (Y[l] shifted by one step, plus h0 at the first);
-//   db_ih = db_hh = Σ_rows dA (a GEMV with ones).
+//   dW_ih = dPᵀ · in;  dW_hh = dQᵀ · h_{t-1} (Y[l] shifted by one step, plus h0 at the first);
+//   db_ih = Σ_rows dP, db_hh = Σ_rows dQ (GEMVs with ones); dQ is dP except for the GRU.
 // The step loops of forward and backward data are captured once into a CUDA graph (on a private
 // stream) and replayed on the caller's stream while the tensor pointers stay the same.
 //
-// Reserve (fp32): A, dA [L·D, T, B, H]; Y [L, T, B, D·H] (every layer's output, the last one
-// also written to the user's y); two [T, B, D·H] buffers for the gradient flowing between
-// layers (L > 1); one [B, H] scratch for dA[t+1] · W_hh.
+// Reserve (fp32): P, dP [L·D, T, B, GH] (vanilla: pre-activations; LSTM: the full gate
+// pre-activations; GRU: a_ih); GRU: Q, dQ [L·D, T, B, 3H] (a_hh); LSTM: C [L·D, T, B, H] (c_t);
+// gated cells: the initial state the backward needs [L·D, B, H] (LSTM c0, GRU h0; zeros when
+// absent); Y [L, T, B, D·H] (every layer's output, the last one also written to the user's y);
+// two [T, B, D·H] buffers for the gradient flowing between layers (L > 1).
+// Workspace: cuBLAS's, [B, H] for dQ[t+1] · W_hh, [B, H] for the carry (gated cells), ones.
 // cuBLAS: PEDANTIC math (fp32, no TF32), its workspace owned here (set after every
 // cublasSetStream), so neither calls nor captures allocate.
 #pragma once
@@ -36,7 +43,7 @@
 
 namespace prnn::gemm_rnn {
 
-// Empty when the GEMM-RNN can run the problem (vanilla cell, f32, 32-bit cuBLAS sizes);
+// Empty when the GEMM-RNN can run the problem (f32, 32-bit cuBLAS sizes);
 // otherwise the reason. desc, steps and batch must already be valid.
 std::string can_implement(const RnnDesc& desc, std::int64_t steps, std::int64_t batch);
 
@@ -44,7 +51,7 @@ std::string can_implement(const RnnDesc& desc, std::int64_t steps, std::int64_t 
 // pointers the launches bake in) stays the same.
 class CachedGraph {
  public:
-  using Key = std::array<const void*, 5>;
+  using Key = std::array<const void*, 7>;
   CachedGraph() = default;
   ~CachedGraph();
   CachedGraph(const CachedGraph&) = delete;
@@ -69,16 +76,20 @@ struct ForwardArgs {
   const float* x = nullptr;
   const float* params = nullptr;
   const float* h0 = nullptr;
+  const float* c0 = nullptr;  // LSTM
   float* y = nullptr;
   float* hn = nullptr;
+  float* cn = nullptr;  // LSTM
 };
 
 struct BackwardDataArgs {
   const float* params = nullptr;
   const float* dy = nullptr;
   const float* dhn = nullptr;
+  const float* dcn = nullptr;  // LSTM
   float* dx = nullptr;
   float* dh0 = nullptr;
+  float* dc0 = nullptr;  // LSTM
 };
 
 struct BackwardWeightsArgs {
@@ -143,18 +154,31 @@ class GemmRnn {
   const RnnParamOffsets& offsets(std::int64_t l, int d) const {
     return offsets_[static_cast<std::size_t>(l * D_ + d)];
   }
-  float* pre(std::int64_t l, int d) const { return pre_.data_as<float>() + (l * D_ + d) * T_ * B_ * H_; }
-  float* dpre(std::int64_t l, int d) const {
-    return dpre_.data_as<float>() + (l * D_ + d) * T_ * B_ * H_;
+  // Layer direction (l, d)'s block of a reserve buffer of `width` values per step and batch row.
+  float* block(const DeviceBuffer& buf, std::int64_t l, int d, std::int64_t width) const {
+    return buf.data_as<float>() + (l * D_ + d) * T_ * B_ * width;
+  }
+  float* pre(std::int64_t l, int d) const { return block(pre_, l, d, GH_); }     // P
+  float* dpre(std::int64_t l, int d) const { return block(dpre_, l, d, GH_); }   // dP
+  // Q, dQ: the W_hh side's pre-activations and gradients (P, dP except for the GRU).
+  float* pre_h(std::int64_t l, int d) const { return gru_ ? block(pre_h_, l, d, GH_) : pre(l, d); }
+  float* dpre_h(std::int64_t l, int d) const {
+    return gru_ ? block(dpre_h_, l, d, GH_) : dpre(l, d);
+  }
+  float* cell(std::int64_t l, int d) const { return block(cell_, l, d, H_); }  // LSTM c_t
+  float* initial(std::int64_t l, int d) const {  // LSTM c0 / GRU h0 (zeros when absent)
+    return initial_.data_as<float>() + (l * D_ + d) * B_ * H_;
   }
   float* layer_out(std::int64_t l) const { return y_.data_as<float>() + l * T_ * B_ * D_ * H_; }
 
   RnnDesc desc_;
-  Activation act_ = Activation::ReLU;
-  std::int64_t T_ = 0, B_ = 0, H_ = 0, L_ = 0;
+  Activation act_ = Activation::ReLU;  // vanilla cells
+  bool lstm_ = false, gru_ = false;
+  std::int64_t T_ = 0, B_ = 0, H_ = 0, L_ = 0, GH_ = 0;
   int D_ = 1;
   std::vector<RnnParamOffsets> offsets_;  // [L·D]
-  DeviceBuffer pre_, dpre_, y_, dlayer_[2], dh_, ones_;
+  DeviceBuffer pre_, dpre_, pre_h_, dpre_h_, cell_, initial_, y_, dlayer_[2];  // reserve
+  DeviceBuffer dh_, carry_, ones_;                                              // workspace
   std::unique_ptr<Blas> blas_;
   cudaStream_t capture_ = nullptr;
   CachedGraph forward_graph_, backward_graph_;

@@ -4,9 +4,11 @@
 // Layout:   one [B, H] slice per launch; element i = b·H + j.
 // Launch:   1-D, 256 threads, one thread per element; consecutive threads walk j, so every load
 //           and store is coalesced along a row.
-// Limits:   B·H < 2^31 (checked by the dispatch).
+// Gated:    (gates.cuh) one thread per (b, j) reads the unit's G rows j, H + j, .. of [B, G·H].
+// Limits:   B·G·H < 2^31 (checked by can_implement).
 #include "core/cuda_check.h"
 #include "gemm_rnn/activation.cuh"
+#include "gemm_rnn/gates.cuh"
 #include "gemm_rnn/step_kernels.h"
 
 namespace prnn::gemm_rnn {
@@ -37,6 +39,81 @@ __global__ void __launch_bounds__(kThreads) backward_step_kernel(BackwardStepPar
   float g = p.dy[b * p.dy_stride + j];
   if (p.dh != nullptr) g += p.dh[i];
   p.dpre[i] = g * activate_grad<A>(p.pre[i]);
+}
+
+template <bool kLstm>
+__global__ void __launch_bounds__(kThreads) gated_forward_step_kernel(GatedForwardStepParams p) {
+  const std::int32_t i = static_cast<std::int32_t>(blockIdx.x) * kThreads +
+                         static_cast<std::int32_t>(threadIdx.x);
+  const std::int32_t H = p.hidden;
+  if (i >= p.batch * H) return;
+  const std::int32_t b = i / H, j = i % H;
+  float h;
+  if constexpr (kLstm) {
+    float a[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const std::int64_t k = static_cast<std::int64_t>(b) * 4 * H + q * H + j;
+      a[q] = p.pre[k] + p.b_ih[q * H + j] + p.b_hh[q * H + j];
+      p.pre[k] = a[q];
+    }
+    float c;
+    lstm_forward(a, p.c_prev[i], c, h);
+    p.c[i] = c;
+    if (p.cn != nullptr) p.cn[i] = c;
+  } else {
+    float a_ih[3], a_hh[3];
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      const std::int64_t k = static_cast<std::int64_t>(b) * 3 * H + q * H + j;
+      a_ih[q] = p.pre[k] + p.b_ih[q * H + j];
+      a_hh[q] = (p.has_h ? p.pre_h[k] : 0.0f) + p.b_hh[q * H + j];
+      p.pre[k] = a_ih[q];
+      p.pre_h[k] = a_hh[q];
+    }
+    const float h_prev = p.has_h ? p.h_prev[b * p.h_prev_stride + j] : 0.0f;
+    h = gru_forward(a_ih, a_hh, h_prev);
+  }
+  const std::int64_t o = b * p.out_stride + j;
+  p.out[o] = h;
+  if (p.out2 != nullptr) p.out2[o] = h;
+  if (p.hn != nullptr) p.hn[i] = h;
+}
+
+template <bool kLstm>
+__global__ void __launch_bounds__(kThreads) gated_backward_step_kernel(GatedBackwardStepParams p) {
+  const std::int32_t i = static_cast<std::int32_t>(blockIdx.x) * kThreads +
+                         static_cast<std::int32_t>(threadIdx.x);
+  const std::int32_t H = p.hidden;
+  if (i >= p.batch * H) return;
+  const std::int32_t b = i / H, j = i % H;
+  float dh = p.dy[b * p.dy_stride + j];
+  if (p.dh != nullptr) dh += p.dh[i];
+  float carry = p.carry_in != nullptr ? p.carry_in[i] : 0.0f;
+  if constexpr (kLstm) {
+    float a[4], da[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) a[q] = p.pre[static_cast<std::int64_t>(b) * 4 * H + q * H + j];
+    lstm_backward(a, p.c_prev[i], p.c[i], dh, carry, da);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) p.dpre[static_cast<std::int64_t>(b) * 4 * H + q * H + j] = da[q];
+  } else {
+    float a_ih[3], a_hh[3], da_ih[3], da_hh[3];
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      const std::int64_t k = static_cast<std::int64_t>(b) * 3 * H + q * H + j;
+      a_ih[q] = p.pre[k];
+      a_hh[q] = p.pre_h[k];
+    }
+    gru_backward(a_ih, a_hh, p.h_prev[b * p.h_prev_stride + j], dh, carry, da_ih, da_hh);
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      const std::int64_t k = static_cast<std::int64_t>(b) * 3 * H + q * H + j;
+      p.dpre[k] = da_ih[q];
+      p.dpre_h[k] = da_hh[q];
+    }
+  }
+  p.carry_out[i] = carry;
 }
 
 unsigned blocks_for(std::int32_t batch, std::int32_t hidden) {
@@ -75,6 +152,24 @@ void launch_backward_step(Activation act, const BackwardStepParams& p, cudaStrea
       backward_step_kernel<Activation::Tanh><<<blocks, kThreads, 0, stream>>>(p);
       break;
   }
+  PRNN_CHECK_LAUNCH();
+}
+
+void launch_gated_forward_step(bool lstm, const GatedForwardStepParams& p, cudaStream_t stream) {
+  const unsigned blocks = blocks_for(p.batch, p.hidden);
+  if (lstm)
+    gated_forward_step_kernel<true><<<blocks, kThreads, 0, stream>>>(p);
+  else
+    gated_forward_step_kernel<false><<<blocks, kThreads, 0, stream>>>(p);
+  PRNN_CHECK_LAUNCH();
+}
+
+void launch_gated_backward_step(bool lstm, const GatedBackwardStepParams& p, cudaStream_t stream) {
+  const unsigned blocks = blocks_for(p.batch, p.hidden);
+  if (lstm)
+    gated_backward_step_kernel<true><<<blocks, kThreads, 0, stream>>>(p);
+  else
+    gated_backward_step_kernel<false><<<blocks, kThreads, 0, stream>>>(p);
   PRNN_CHECK_LAUNCH();
 }
 

@@ -41,7 +41,47 @@ struct BackwardStepParams {
   float* dpre = nullptr;       // [B, H] da_t
 };
 
+struct GatedForwardStepParams {
+  std::int32_t batch = 0;
+  std::int32_t hidden = 0;
+  float* pre = nullptr;          // [B, G·H] in place: the GEMMs' sums in, a (LSTM) / a_ih out
+  float* pre_h = nullptr;        // GRU [B, 3H] in place: W_hh h_{t-1} in (if has_h), a_hh out
+  bool has_h = false;            // GRU: pre_h holds W_hh h_{t-1} (else h_{t-1} = 0)
+  const float* b_ih = nullptr;   // [G·H]
+  const float* b_hh = nullptr;   // [G·H]
+  const float* h_prev = nullptr;  // GRU [B, H] rows h_prev_stride apart (ignored if !has_h)
+  std::int64_t h_prev_stride = 0;
+  const float* c_prev = nullptr;  // LSTM [B, H] c_{t-1}
+  float* c = nullptr;             // LSTM [B, H] c_t out
+  float* out = nullptr;           // [B, H] rows out_stride apart: h_t
+  float* out2 = nullptr;          // nullable: h_t again (the user's y)
+  std::int64_t out_stride = 0;
+  float* hn = nullptr;            // nullable [B, H]
+  float* cn = nullptr;            // LSTM, nullable [B, H]: c_t again
+};
+
+struct GatedBackwardStepParams {
+  std::int32_t batch = 0;
+  std::int32_t hidden = 0;
+  const float* pre = nullptr;     // [B, G·H] a (LSTM) / a_ih (GRU), as the forward stored them
+  const float* pre_h = nullptr;   // GRU [B, 3H] a_hh
+  const float* h_prev = nullptr;  // GRU [B, H] rows h_prev_stride apart: h_{t-1}
+  std::int64_t h_prev_stride = 0;
+  const float* c_prev = nullptr;  // LSTM [B, H] c_{t-1}
+  const float* c = nullptr;       // LSTM [B, H] c_t
+  const float* dy = nullptr;      // [B, H] rows dy_stride apart
+  std::int64_t dy_stride = 0;
+  const float* dh = nullptr;      // nullable [B, H]: dL/dh_t through W_hh of step t+1
+  const float* carry_in = nullptr;  // nullable [B, H] (zeros): the carry from step t+1
+  float* carry_out = nullptr;       // [B, H] (may alias carry_in)
+  float* dpre = nullptr;            // [B, G·H] da (LSTM) / da_ih (GRU)
+  float* dpre_h = nullptr;          // GRU [B, 3H] da_hh
+};
+
 void launch_forward_step(Activation act, const ForwardStepParams& p, cudaStream_t stream);
 void launch_backward_step(Activation act, const BackwardStepParams& p, cudaStream_t stream);
+// lstm: the LSTM cell, else the GRU.
+void launch_gated_forward_step(bool lstm, const GatedForwardStepParams& p, cudaStream_t stream);
+void launch_gated_backward_step(bool lstm, const GatedBackwardStepParams& p, cudaStream_t stream);
 
 }  // namespace prnn::gemm_rnn

@@ -11,49 +11,63 @@ namespace prnn {
 
 namespace persistent {
 
-Tiling tile(std::int64_t hidden, std::int64_t batch, int sm_count, DType weights) {
+Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights) {
   PRNN_EXPECT(hidden >= 1 && batch >= 1 && sm_count >= 1,
               "persistent tiling: expected hidden, batch and SM count >= 1, got {}, {}, {}",
               hidden, batch, sm_count);
+  PRNN_EXPECT(gates == 1 || gates == 3 || gates == 4,
+              "persistent tiling: expected 1, 3 or 4 gates, got {}", gates);
   Tiling t;
-  t.records = (hidden + kUnitsPerRecord - 1) / kUnitsPerRecord;
+  t.gates = gates;
+  const std::int64_t h_records = (hidden + kUnitsPerRecord - 1) / kUnitsPerRecord;
+  t.records = (gates * hidden + kUnitsPerRecord - 1) / kUnitsPerRecord;
   if (weights != DType::F32) {
     t.reason = fmt::format("the persistent kernels take f32 weights so far, got {}",
                            to_string(weights));
     return t;
   }
   const int want_bc = wanted_batch_chunk(batch);
+  auto threads_for = [&](const KernelShape& s) {
+    return ((h_records + s.groups - 1) / s.groups + 31) / 32 * 32;
+  };
+  // The fewest rows per CTA that fit the SMs; within those rows the largest batch chunk the
+  // batch asks for whose threads fit the shape's bound.
+  int best = -1;
   for (int i = 0; i < kShapeCount; ++i) {
     const KernelShape& s = kShapes[i];
-    const std::int64_t ctas = (hidden + s.rows - 1) / s.rows;
-    const std::int64_t threads = (t.records + s.groups - 1) / s.groups;
-    const std::int64_t warps_threads = (threads + 31) / 32 * 32;
-    if (ctas > sm_count || warps_threads > s.max_threads || s.batch_chunk > want_bc) continue;
-    // Within this R, a later entry with a larger chunk that still fits is better.
-    const bool better_follows = i + 1 < kShapeCount && kShapes[i + 1].rows == s.rows &&
-                                kShapes[i + 1].batch_chunk <= want_bc &&
-                                ((t.records + kShapes[i + 1].groups - 1) / kShapes[i + 1].groups +
-                                 31) / 32 * 32 <= kShapes[i + 1].max_threads;
-    if (better_follows) continue;
-    t.shape = i;
+    if (s.gates != gates) continue;
+    if (best >= 0 && s.rows != kShapes[best].rows) break;  // a fit with fewer rows was found
+    if ((hidden + s.rows - 1) / s.rows > sm_count || threads_for(s) > s.max_threads ||
+        s.batch_chunk > want_bc)
+      continue;
+    best = i;
+  }
+  if (best >= 0) {
+    const KernelShape& s = kShapes[best];
+    t.shape = best;
     t.rows = s.rows;
     t.groups = s.groups;
     t.batch_chunk = s.batch_chunk;
-    t.ctas = static_cast<int>(ctas);
-    t.threads = static_cast<int>(warps_threads);
+    t.ctas = static_cast<int>((hidden + s.rows - 1) / s.rows);
+    t.threads = static_cast<int>(threads_for(s));
     t.reason = fmt::format(
-        "{} CTAs x {} threads, {} hidden units per CTA, {} weights per thread, batch in chunks "
-        "of {}",
-        t.ctas, t.threads, t.rows, t.rows * kUnitsPerRecord * t.groups, t.batch_chunk);
+        "{} CTAs x {} threads, {} hidden units ({} gate rows) per CTA, {} weights per thread, "
+        "batch in chunks of {}",
+        t.ctas, t.threads, t.rows, gates * t.rows, gates * t.rows * kUnitsPerRecord * t.groups,
+        t.batch_chunk);
     return t;
   }
-  const KernelShape& last = kShapes[kShapeCount - 1];
+  std::int64_t max_hidden = 0;  // the largest H any shape of this cell holds
+  for (const KernelShape& s : kShapes)
+    if (s.gates == gates)
+      max_hidden = std::max(max_hidden,
+                            std::min<std::int64_t>(std::int64_t{s.rows} * sm_count,
+                                                   std::int64_t{s.max_threads} * s.groups *
+                                                       kUnitsPerRecord));
   t.reason = fmt::format(
-      "H={} needs more than the largest kernel shape holds on {} SMs ({} units per CTA, {} "
-      "weights per thread in registers: H <= {}); shared-memory spilling is not implemented yet",
-      hidden, sm_count, last.rows, last.rows * kUnitsPerRecord * last.groups,
-      std::min<std::int64_t>(std::int64_t{last.rows} * sm_count,
-                             std::int64_t{last.max_threads} * last.groups * kUnitsPerRecord));
+      "H={} needs more than the largest {}-gate kernel shape holds in registers on {} SMs "
+      "(H <= {}); shared-memory spilling is not implemented yet",
+      hidden, gates, sm_count, max_hidden);
   return t;
 }
 
@@ -86,16 +100,15 @@ PersistentPlan plan_persistent(const RnnDesc& desc, std::int64_t batch, const De
   p.threads_per_cta = kPlanThreads;
   p.units_per_cta = (H + p.ctas - 1) / p.ctas;
   // Layers the kernels exist for are planned with the kernels' own tiling (tiling.h).
-  const persistent::Tiling kernel_tiling =
-      G == 1 ? persistent::tile(H, batch, dev.sm_count, desc.weight_dtype) : persistent::Tiling{};
+  const persistent::Tiling kernel_tiling = persistent::tile(
+      static_cast<int>(G), H, batch, dev.sm_count, desc.weight_dtype);
   if (kernel_tiling.shape >= 0) {
     p.ctas = kernel_tiling.ctas;
     p.threads_per_cta = kernel_tiling.threads;
     p.units_per_cta = kernel_tiling.rows;
     p.kernel = kernel_tiling.reason;
   } else {
-    p.kernel = G == 1 ? kernel_tiling.reason
-                      : fmt::format("no persistent {} kernel yet", to_string(desc.cell));
+    p.kernel = kernel_tiling.reason;
   }
   p.rows_per_cta = G * p.units_per_cta;
   p.weight_bytes = G * H * H * elem;

@@ -26,6 +26,7 @@
 #include "core/cuda_check.h"
 #include "core/device_clock.cuh"
 #include "gemm_rnn/activation.cuh"
+#include "gemm_rnn/gates.cuh"
 #include "persistent/rnn_kernels.h"
 #include "prnn/error.h"
 #include "prnn/rnn.h"
@@ -35,6 +36,10 @@ namespace {
 
 using gemm_rnn::activate;
 using gemm_rnn::activate_grad;
+using gemm_rnn::gru_backward;
+using gemm_rnn::gru_forward;
+using gemm_rnn::lstm_backward;
+using gemm_rnn::lstm_forward;
 
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
 constexpr int kR3 = kUnitsPerRecord;
@@ -101,13 +106,20 @@ __device__ __forceinline__ void warp_reduce_scatter(float (&v)[NP], int lane) {
   }
 }
 
-template <int R, int G, int BC, int kMaxThreads, Pass P>
+template <int NG, int R, int G, int BC, int kMaxThreads, Pass P>
 __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Params p) {
-  constexpr int kN = R * BC;                 // partial sums per thread
-  constexpr int kNP = (kN + 7) / 8 * 8;      // padded for the reduce-scatter
+  constexpr bool kFwd = P == Pass::Forward;
+  constexpr bool kLstm = NG == 4, kGru = NG == 3;
+  static_assert(NG == 1 || kGru || kLstm, "vanilla, GRU or LSTM");
+  constexpr int kRows = kFwd ? NG * R : R;       // weight rows per CTA (forward: gate-major)
+  constexpr int kGroups = kFwd ? G : NG * G;     // record columns per thread
+  constexpr int kN = kRows * BC;                 // partial sums per thread
+  constexpr int kNP = (kN + 7) / 8 * 8;          // padded for the reduce-scatter
   constexpr int kChunk = kNP / 8;
   constexpr int kMaxWarps = kMaxThreads / 32;
-  constexpr int kGroupsPerCta = R / kR3;     // records a CTA publishes per batch element
+  constexpr int kUnitGroups = R / kR3;           // 3-unit groups a CTA finishes per batch element
+  constexpr int kOutRecords = kFwd ? 1 : NG;     // records one 3-unit group publishes
+  constexpr int kNF = kFwd ? NG : 1;             // matrix-vector sums per unit the finisher reads
   static_assert(R % kR3 == 0, "a CTA publishes whole records");
 
   __shared__ float s_red[2][kMaxWarps][kNP];  // per-warp sums, double-buffered by chunk parity
@@ -117,25 +129,34 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int nwarps = static_cast<int>(blockDim.x) >> 5;
   const int H = p.hidden, B = p.batch;
-  const int K = (H + kR3 - 1) / kR3;
+  // Records per batch element of the exchanged vector: h (forward) or dQ (backward, NG·H values
+  // in unit-major order: value j is gate j % NG of unit j / NG).
+  const int K = ((kFwd ? 1 : NG) * H + kR3 - 1) / kR3;
   const int row0 = static_cast<int>(blockIdx.x) * R;
 
-  // ---- the thread's weights: rows row0.., columns of its G groups (zeros outside H) ---------
-  float rW[R][kR3 * G];
+  // ---- the thread's weights: its rows, the columns of its groups (zeros outside) -------------
+  //   forward  row rr = q·R + r is W_hh row q·H + row0 + r, column = unit of h
+  //   backward row r is unit row0 + r of dh; column j is W_hh row (j % NG)·H + j / NG
+  float rW[kRows][kR3 * kGroups];
 #pragma unroll
-  for (int g = 0; g < G; ++g) {
+  for (int g = 0; g < kGroups; ++g) {
     const int k = tid + g * static_cast<int>(blockDim.x);
 #pragma unroll
     for (int c = 0; c < kR3; ++c) {
       const int col = k * kR3 + c;
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const int row = row0 + r;
+      for (int rr = 0; rr < kRows; ++rr) {
         float w = 0.0f;
-        if (k < K && col < H && row < H)
-          w = P == Pass::Forward ? p.w[static_cast<std::int64_t>(row) * H + col]
-                                 : p.w[static_cast<std::int64_t>(col) * H + row];
-        rW[r][kR3 * g + c] = w;
+        if (k < K) {
+          if constexpr (kFwd) {
+            const int q = rr / R, row = row0 + rr % R;
+            if (col < H && row < H) w = p.w[(static_cast<std::int64_t>(q) * H + row) * H + col];
+          } else {
+            const int u = col / NG, q = col % NG, row = row0 + rr;
+            if (u < H && row < H) w = p.w[(static_cast<std::int64_t>(q) * H + u) * H + row];
+          }
+        }
+        rW[rr][kR3 * g + c] = w;
       }
     }
   }
@@ -146,12 +167,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
   __syncthreads();
   const unsigned epoch = s_epoch;
 
-  // ---- the finishing role: thread f < BC·R/3 finishes record (bb, q) of each chunk ----------
-  const bool finisher = tid < BC * kGroupsPerCta;
-  const int f_bb = tid / kGroupsPerCta, f_q = tid % kGroupsPerCta;
-  const int f_k = static_cast<int>(blockIdx.x) * kGroupsPerCta + f_q;  // global record column
+  // ---- the finishing role: thread f < BC·R/3 finishes 3-unit group (bb, q) of each chunk ----
+  const bool finisher = tid < BC * kUnitGroups;
+  const int f_bb = tid / kUnitGroups, f_q = tid % kUnitGroups;
+  const int f_k = static_cast<int>(blockIdx.x) * kUnitGroups + f_q;  // the group's global index
   float bias[kR3] = {};
-  if constexpr (P == Pass::Forward) {
+  if constexpr (kFwd && NG == 1) {
     if (finisher) {
 #pragma unroll
       for (int c = 0; c < kR3; ++c) {
@@ -165,35 +186,70 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
   int parity = 0;
   for (int s = 0; s < p.steps && !aborted; ++s) {
     const std::int64_t t = static_cast<std::int64_t>(p.t_first) + static_cast<std::int64_t>(s) * p.t_step;
+    // The time of the step before this one in the forward order (forward: t - t_step; the
+    // backward runs the forward order reversed: t + t_step), and whether there is none.
+    const std::int64_t t_prev = kFwd ? t - p.t_step : t + p.t_step;
+    const bool first_fwd = kFwd ? s == 0 : s == p.steps - 1;
     if (p.stall_cta == static_cast<int>(blockIdx.x) && p.stall_step == s) {
       const std::uint64_t until = global_ns() + p.stall_ns;
       while (global_ns() < until) {
       }
     }
     const bool from_exchange = s > 0;
-    const bool has_source = from_exchange || (P == Pass::Forward && p.h0 != nullptr);
+    const bool has_source = from_exchange || (kFwd && p.h0 != nullptr);
     const float4* src = p.exchange + static_cast<std::int64_t>((s - 1) & 1) * B * K;
     float4* dst = p.exchange + static_cast<std::int64_t>(s & 1) * B * K;
     const unsigned want = epoch + static_cast<unsigned>(s) - 1u;
     const unsigned mine = epoch + static_cast<unsigned>(s);
 
     for (int b0 = 0; b0 < B; b0 += BC) {
-      // The finisher's per-step inputs, loaded before the wait so their latency hides in it.
+      // The finisher's per-step inputs, loaded before the wait so their latency hides in it:
+      //   u      forward: the input side of each gate row (W_ih x); backward: dy
+      //   a_in   backward: the saved pre-activations (vanilla, LSTM: P; GRU: a_ih, then a_hh)
+      //   st     the state entering the step in forward order (LSTM c_{t-1}, GRU h_{t-1}),
+      //          and for the LSTM backward c_t as well
+      //   extra  backward, s = 0: dhn;  carry: backward, the gated cells' carry
       const int f_b = b0 + f_bb;
       const bool f_live = finisher && f_b < B;
-      float u[kR3] = {}, a_in[kR3] = {}, extra[kR3] = {};
+      constexpr int kA = kFwd ? 0 : (kGru ? 2 * NG : NG);
+      float u[kFwd ? NG : 1][kR3] = {}, a_in[kA > 0 ? kA : 1][kR3] = {};
+      float st[kLstm && !kFwd ? 2 : 1][kR3] = {}, extra[kR3] = {}, carry[kR3] = {};
       if (f_live) {
 #pragma unroll
         for (int c = 0; c < kR3; ++c) {
           const int row = row0 + kR3 * f_q + c;
           if (row >= H) continue;
-          const std::int64_t i = (t * B + f_b) * H + row;
-          if constexpr (P == Pass::Forward) {
-            u[c] = p.pre[i];
+          const std::int64_t bh = static_cast<std::int64_t>(f_b) * H + row;  // [B, H] index
+          const std::int64_t tbh = (t * B + f_b) * H + row;
+          const std::int64_t tbgh = (t * B + f_b) * NG * H + row;         // + q·H: gate q
+          if constexpr (kFwd) {
+#pragma unroll
+            for (int q = 0; q < NG; ++q) u[q][c] = p.pre[tbgh + q * H];
+            if constexpr (kLstm)
+              st[0][c] = first_fwd ? p.initial[bh] : p.cell[(t_prev * B + f_b) * H + row];
+            if constexpr (kGru)
+              st[0][c] = first_fwd ? p.initial[bh] : p.out[(t_prev * B + f_b) * p.out_stride + row];
           } else {
-            u[c] = p.dy[(t * B + f_b) * p.dy_stride + row];
-            a_in[c] = p.pre[i];
-            if (s == 0 && p.dhn != nullptr) extra[c] = p.dhn[static_cast<std::int64_t>(f_b) * H + row];
+            u[0][c] = p.dy[(t * B + f_b) * p.dy_stride + row];
+#pragma unroll
+            for (int q = 0; q < NG; ++q) a_in[q][c] = p.pre[tbgh + q * H];
+            if constexpr (kGru) {
+#pragma unroll
+              for (int q = 0; q < NG; ++q) a_in[NG + q][c] = p.pre_h[tbgh + q * H];
+              st[0][c] = first_fwd ? p.initial[bh] : p.out[(t_prev * B + f_b) * p.out_stride + row];
+            }
+            if constexpr (kLstm) {
+              st[0][c] = first_fwd ? p.initial[bh] : p.cell[(t_prev * B + f_b) * H + row];
+              st[1][c] = p.cell[tbh];
+            }
+            if (s == 0 && p.dhn != nullptr) extra[c] = p.dhn[bh];
+            if constexpr (kLstm) {
+              if (s > 0) carry[c] = p.carry[bh];
+              else if (p.dcn != nullptr) carry[c] = p.dcn[bh];
+            }
+            if constexpr (kGru) {
+              if (s > 0) carry[c] = p.carry[bh];
+            }
           }
         }
       }
@@ -202,9 +258,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
 #pragma unroll
       for (int i = 0; i < kNP; ++i) acc[i] = 0.0f;
       if (has_source) {
-        float4 rec[G][BC];
+        float4 rec[kGroups][BC];
 #pragma unroll
-        for (int g = 0; g < G; ++g) {
+        for (int g = 0; g < kGroups; ++g) {
           const int k = tid + g * static_cast<int>(blockDim.x);
 #pragma unroll
           for (int bb = 0; bb < BC; ++bb) {
@@ -213,7 +269,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
             if (k >= K || b >= B) continue;
             if (from_exchange) {
               rec[g][bb] = load_record(src + static_cast<std::int64_t>(b) * K + k);
-            } else {
+            } else {  // forward, s = 0: h0
               const float* h = p.h0 + static_cast<std::int64_t>(b) * H + k * kR3;
               const int n = min(kR3, H - k * kR3);
               rec[g][bb].x = h[0];
@@ -225,7 +281,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
         if (from_exchange) {
           bool ready = true;
 #pragma unroll
-          for (int g = 0; g < G; ++g)
+          for (int g = 0; g < kGroups; ++g)
 #pragma unroll
             for (int bb = 0; bb < BC; ++bb) ready &= tagged(rec[g][bb], want);
           if (!ready) {
@@ -233,7 +289,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
             for (unsigned spins = 1; !ready; ++spins) {
               // Reload every record still missing, all loads in flight at once; then look.
 #pragma unroll
-              for (int g = 0; g < G; ++g) {
+              for (int g = 0; g < kGroups; ++g) {
                 const int k = tid + g * static_cast<int>(blockDim.x);
 #pragma unroll
                 for (int bb = 0; bb < BC; ++bb)
@@ -242,7 +298,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
               }
               ready = true;
 #pragma unroll
-              for (int g = 0; g < G; ++g)
+              for (int g = 0; g < kGroups; ++g)
 #pragma unroll
                 for (int bb = 0; bb < BC; ++bb) ready &= tagged(rec[g][bb], want);
               if (ready || spins % kSpinsPerCheck != 0) continue;
@@ -263,15 +319,15 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
           }
         }
 #pragma unroll
-        for (int g = 0; g < G; ++g)
+        for (int g = 0; g < kGroups; ++g)
 #pragma unroll
           for (int bb = 0; bb < BC; ++bb) {
             const float hv[kR3] = {rec[g][bb].x, rec[g][bb].y, rec[g][bb].z};
 #pragma unroll
             for (int c = 0; c < kR3; ++c)
 #pragma unroll
-              for (int r = 0; r < R; ++r)
-                acc[r * BC + bb] = fmaf(rW[r][kR3 * g + c], hv[c], acc[r * BC + bb]);
+              for (int rr = 0; rr < kRows; ++rr)
+                acc[rr * BC + bb] = fmaf(rW[rr][kR3 * g + c], hv[c], acc[rr * BC + bb]);
           }
         warp_reduce_scatter<kNP>(acc, lane);
         if ((lane & 3) == 0) {
@@ -287,43 +343,117 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
       }
 
       if (f_live) {
-        // The three units' matrix-vector sums: warps added in a fixed order, the three
-        // independent chains interleaved.
-        float mv[kR3] = {};
+        // The units' matrix-vector sums (forward: one per gate row): warps added in a fixed
+        // order, the independent chains interleaved.
+        float mv[kNF][kR3] = {};
         if (has_source) {
 #pragma unroll
           for (int w = 0; w < kMaxWarps; ++w) {
             if (w >= nwarps) break;
 #pragma unroll
-            for (int c = 0; c < kR3; ++c) mv[c] += s_red[parity][w][(kR3 * f_q + c) * BC + f_bb];
+            for (int q = 0; q < kNF; ++q)
+#pragma unroll
+              for (int c = 0; c < kR3; ++c)
+                mv[q][c] += s_red[parity][w][(q * R + kR3 * f_q + c) * BC + f_bb];
           }
         }
-        float v[kR3];
+        float v[kR3 * kOutRecords];  // the values published: h (forward) or dQ, unit-major
 #pragma unroll
         for (int c = 0; c < kR3; ++c) {
           const int row = row0 + kR3 * f_q + c;
-          const std::int64_t i = (t * B + f_b) * H + row;
-          if constexpr (P == Pass::Forward) {
-            const float a = u[c] + mv[c] + bias[c];
-            v[c] = activate(p.act, a);
-            if (row < H) {
-              p.pre[i] = a;
-              const std::int64_t o = (t * B + f_b) * p.out_stride + row;
-              p.out[o] = v[c];
-              if (p.out2 != nullptr) p.out2[o] = v[c];
-              if (p.hn != nullptr && s == p.steps - 1)
-                p.hn[static_cast<std::int64_t>(f_b) * H + row] = v[c];
+          const bool live = row < H;
+          const std::int64_t bh = static_cast<std::int64_t>(f_b) * H + row;
+          const std::int64_t tbh = (t * B + f_b) * H + row;
+          const std::int64_t tbgh = (t * B + f_b) * NG * H + row;
+          if constexpr (kFwd) {
+            float h = 0.0f;
+            if constexpr (NG == 1) {
+              const float a = u[0][c] + mv[0][c] + bias[c];
+              h = activate(p.act, a);
+              if (live) p.pre[tbgh] = a;
+            } else if constexpr (kLstm) {
+              float a[4];
+#pragma unroll
+              for (int q = 0; q < 4; ++q)
+                a[q] = live ? u[q][c] + mv[q][c] + (__ldg(p.b_ih + q * H + row) +
+                                                    __ldg(p.b_hh + q * H + row))
+                            : 0.0f;
+              float c_new;
+              lstm_forward(a, st[0][c], c_new, h);
+              if (live) {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) p.pre[tbgh + q * H] = a[q];
+                p.cell[tbh] = c_new;
+                if (p.cn != nullptr && s == p.steps - 1) p.cn[bh] = c_new;
+              }
+            } else {
+              float a_ih[3], a_hh[3];
+#pragma unroll
+              for (int q = 0; q < 3; ++q) {
+                a_ih[q] = live ? u[q][c] + __ldg(p.b_ih + q * H + row) : 0.0f;
+                a_hh[q] = live ? mv[q][c] + __ldg(p.b_hh + q * H + row) : 0.0f;
+              }
+              h = gru_forward(a_ih, a_hh, st[0][c]);
+              if (live) {
+#pragma unroll
+                for (int q = 0; q < 3; ++q) {
+                  p.pre[tbgh + q * H] = a_ih[q];
+                  p.pre_h[tbgh + q * H] = a_hh[q];
+                }
+              }
             }
+            if (live) {
+              const std::int64_t o = (t * B + f_b) * p.out_stride + row;
+              p.out[o] = h;
+              if (p.out2 != nullptr) p.out2[o] = h;
+              if (p.hn != nullptr && s == p.steps - 1) p.hn[bh] = h;
+            }
+            v[c] = live ? h : 0.0f;
           } else {
-            const float g = u[c] + (s == 0 ? extra[c] : mv[c]);
-            v[c] = g * activate_grad(p.act, a_in[c]);
-            if (row < H) p.dpre[i] = v[c];
+            const float dh = u[0][c] + (s == 0 ? extra[c] : mv[0][c]);
+            if constexpr (NG == 1) {
+              v[c] = dh * activate_grad(p.act, a_in[0][c]);
+              if (live) p.dpre[tbgh] = v[c];
+            } else if constexpr (kLstm) {
+              const float a[4] = {a_in[0][c], a_in[1][c], a_in[2][c], a_in[3][c]};
+              float da[4];
+              lstm_backward(a, st[0][c], st[1][c], dh, carry[c], da);
+#pragma unroll
+              for (int q = 0; q < 4; ++q) {
+                if (live) p.dpre[tbgh + q * H] = da[q];
+                v[c * 4 + q] = da[q];
+              }
+              if (live) p.carry[bh] = carry[c];
+            } else {
+              const float a_ih[3] = {a_in[0][c], a_in[1][c], a_in[2][c]};
+              const float a_hh[3] = {a_in[3][c], a_in[4][c], a_in[5][c]};
+              float da_ih[3], da_hh[3];
+              gru_backward(a_ih, a_hh, st[0][c], dh, carry[c], da_ih, da_hh);
+#pragma unroll
+              for (int q = 0; q < 3; ++q) {
+                if (live) {
+                  p.dpre[tbgh + q * H] = da_ih[q];
+                  p.dpre_h[tbgh + q * H] = da_hh[q];
+                }
+                v[c * 3 + q] = da_hh[q];
+              }
+              if (live) p.carry[bh] = carry[c];
+            }
+            if (!live)
+#pragma unroll
+              for (int q = 0; q < kOutRecords; ++q) v[c * kOutRecords + q] = 0.0f;
           }
-          if (row >= H) v[c] = 0.0f;
         }
-        if (s + 1 < p.steps && f_k < K)  // the last CTA's rows may run past the last record
-          store_record(dst + static_cast<std::int64_t>(f_b) * K + f_k,
-                       make_float4(v[0], v[1], v[2], __uint_as_float(mine)));
+        if (s + 1 < p.steps) {
+#pragma unroll
+          for (int i = 0; i < kOutRecords; ++i) {
+            const int k = f_k * kOutRecords + i;  // the last CTA's units may run past the last record
+            if (k < K)
+              store_record(dst + static_cast<std::int64_t>(f_b) * K + k,
+                           make_float4(v[kR3 * i], v[kR3 * i + 1], v[kR3 * i + 2],
+                                       __uint_as_float(mine)));
+          }
+        }
       }
       parity ^= 1;
     }
@@ -349,7 +479,7 @@ using KernelFn = void (*)(Params);
 template <int I, Pass P>
 constexpr KernelFn kernel_of() {
   constexpr KernelShape s = kShapes[I];
-  return &persistent_rnn_kernel<s.rows, s.groups, s.batch_chunk, s.max_threads, P>;
+  return &persistent_rnn_kernel<s.gates, s.rows, s.groups, s.batch_chunk, s.max_threads, P>;
 }
 
 template <Pass P, std::size_t... I>

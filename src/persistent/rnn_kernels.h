@@ -1,16 +1,28 @@
-// Host-side entry points of the persistent vanilla-RNN kernels (rnn_kernels.cu): one cooperative
-// launch runs every step of one layer direction with W_hh held in registers across the SMs.
+// Host-side entry points of the persistent RNN kernels (rnn_kernels.cu): one cooperative launch
+// runs every step of one layer direction with W_hh [G·H, H] held in registers across the SMs.
+// Cells: vanilla (G = 1), GRU (G = 3), LSTM (G = 4); gate math as in gemm_rnn/gates.cuh, the
+// reserve exactly as the GEMM-RNN leaves it (gemm_rnn.h), so either recurrence feeds the other's
+// backward and the same weight-gradient GEMMs.
 //
 //   Forward, processing step s at time t = t_first + s·t_step:
-//     a_t = u_t + W_hh h_prev + b_ih + b_hh     u_t = (W_ih x)_t, read from `pre`, a_t written back
-//     h_t = act(a_t)                            stored to out (and out2, hn at the last step)
-//     h_prev = h_{previous step}, h0 at s = 0 (zeros when h0 is null)
-//   BackwardData, processing step s at time t = t_first + s·t_step (the reverse of the forward):
-//     dA_t = (dy_t + W_hhᵀ dA_prev) ⊙ act'(a_t)  dA_prev = dA of the previous processing step;
-//                                               at s = 0 the second term is dhn (zeros if null)
-// The new h_t (or dA_t) is exchanged between CTAs through tagged records in L2: a CTA publishes
-// its units as 16-byte records (3 values + the step's tag) and its consumers poll exactly the
-// records they need, so the data exchange is the step's only synchronization.
+//     vanilla  a_t = u_t + W_hh h_prev + b_ih + b_hh, h_t = act(a_t)     (a_t stored over u_t)
+//     LSTM     a_t = u_t + W_hh h_prev + b_ih + b_hh (4 rows per unit, stored over u_t),
+//              c_t = f·c_prev + i·g (stored to cell), h_t = o·tanh(c_t)
+//     GRU      a_ih = u_t + b_ih (stored over u_t), a_hh = W_hh h_prev + b_hh (stored to pre_h),
+//              h_t = (1 − z)·n + z·h_prev
+//     u_t = (W_ih x)_t read from `pre`; h_prev = h_{previous step}, h0 at s = 0 (zeros if null);
+//     h_t stored to out (and out2, hn at the last step; LSTM cn)
+//   BackwardData, processing step s at time t = t_first + s·t_step (the forward order reversed):
+//     dh = dy_t + W_hhᵀ dQ_prev (at s = 0: dhn, zeros if null), then
+//     vanilla  dQ_t = dP_t = dh ⊙ act'(a_t)
+//     LSTM     dQ_t = dP_t (4 rows) and the dc carry (dcn at s = 0)
+//     GRU      dP_t = da_ih, dQ_t = da_hh and the z ⊙ dh carry (zeros at s = 0)
+//     the carry is kept in `carry` [B, H]: after the launch it holds dc0 (LSTM) or the part of
+//     dh0 that skips W_hh (GRU)
+// The new h_t (or dQ_t, NG·H values in unit-major order) is exchanged between CTAs through
+// tagged records in L2: a CTA publishes its units as 16-byte records (3 values + the step's tag)
+// and its consumers poll exactly the records they need, so the data exchange is the step's only
+// synchronization.
 //
 // Safety: the caller checks co-residency (prepare()) and launches cooperatively; every wait is
 // bounded by timeout_ns, and a wait that times out sets kStatusTimeout in the status words and
@@ -42,21 +54,29 @@ struct Params {
   std::int32_t t_first = 0, t_step = 1;  // time of processing step s: t_first + s·t_step
   Activation act = Activation::ReLU;
 
-  const float* w = nullptr;  // W_hh [H, H] row-major
+  const float* w = nullptr;  // W_hh [G·H, H] row-major
 
-  // Per-step tensors [T, B, H] contiguous unless a row stride is given.
-  float* pre = nullptr;          // Forward: u_t in, a_t out. BackwardData: a_t in
-  const float* b_ih = nullptr;   // Forward [H]
-  const float* b_hh = nullptr;   // Forward [H]
+  // Per-step tensors [T, B, G·H] (pre, pre_h, dpre, dpre_h) or [T, B, H] (cell) contiguous,
+  // out and dy rows strided.
+  float* pre = nullptr;          // Forward: u_t in, a_t (GRU: a_ih) out. BackwardData: in
+  float* pre_h = nullptr;        // GRU: a_hh, Forward out, BackwardData in
+  float* cell = nullptr;         // LSTM: c_t, Forward out, BackwardData in
+  const float* initial = nullptr;  // gated cells [B, H]: LSTM c0, GRU h0 (zeros when absent)
+  const float* b_ih = nullptr;   // Forward [G·H]
+  const float* b_hh = nullptr;   // Forward [G·H]
   const float* h0 = nullptr;     // Forward, nullable [B, H]
-  float* out = nullptr;          // Forward: h_t, rows out_stride apart
+  float* out = nullptr;          // Forward: h_t out; GRU BackwardData: h_t in (rows out_stride)
   float* out2 = nullptr;         // Forward, nullable: h_t again (the user's y)
   std::int64_t out_stride = 0;
   float* hn = nullptr;           // Forward, nullable [B, H]: the last step's h
+  float* cn = nullptr;           // LSTM Forward, nullable [B, H]: the last step's c
   const float* dy = nullptr;     // BackwardData: rows dy_stride apart
   std::int64_t dy_stride = 0;
   const float* dhn = nullptr;    // BackwardData, nullable [B, H]
-  float* dpre = nullptr;         // BackwardData out: dA_t
+  const float* dcn = nullptr;    // LSTM BackwardData, nullable [B, H]
+  float* carry = nullptr;        // gated BackwardData [B, H]: the carry (see above)
+  float* dpre = nullptr;         // BackwardData out: dP_t (GRU: da_ih)
+  float* dpre_h = nullptr;       // GRU BackwardData out: da_hh
 
   float4* exchange = nullptr;    // [2, B, K] records (exchange_bytes)
   unsigned* control = nullptr;   // [kControlWords] device words

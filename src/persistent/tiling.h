@@ -2,11 +2,13 @@
 // small, documented set of compile-time kernel shapes and the rule that picks one. Shared by the
 // planner (prnn/plan.h) and the kernels' one dispatch point (rnn_kernels.cu); no CUDA here.
 //
-// A kernel shape (R, G, BC, max threads):
-//   CTA k owns the R hidden units [k·R, (k+1)·R) (R a multiple of 3: it publishes whole records);
-//   its threads split the H columns of those R rows: thread i holds the 3-column groups
-//   i, i + threads, ..., G of them, so its registers keep R × 3G weights, and it reads exactly the
-//   exchange records of those columns;
+// A kernel shape (cell gates NG, R, G, BC, max threads):
+//   CTA k owns the R hidden units [k·R, (k+1)·R) (R a multiple of 3: it publishes whole records),
+//   i.e. NG·R rows of W_hh in the forward (gate q of unit j is row q·H + j);
+//   its threads split the H columns of those rows: thread i holds the 3-column groups
+//   i, i + threads, ..., G of them, so its registers keep NG·R × 3G weights, and it reads exactly
+//   the exchange records of those columns (the backward holds the same weights transposed: R
+//   rows of W_hhᵀ, NG·G groups of the NG·H columns);
 //   the mini-batch is processed BC elements at a time, and each chunk's records are published
 //   before the next chunk starts, so consumers start on chunk 0 of step t while chunk 1 is still
 //   being computed (the paper's pipelining over the mini-batch).
@@ -28,20 +30,32 @@ namespace prnn::persistent {
 inline constexpr int kUnitsPerRecord = 3;
 
 struct KernelShape {
+  int gates = 1;        // NG: 1 vanilla, 3 GRU, 4 LSTM
   int rows = 0;         // R hidden units per CTA
   int groups = 0;       // G column groups of 3 per thread
   int batch_chunk = 0;  // BC batch elements per pass over the weights (B > 1)
   int max_threads = 0;  // launch bound: threads per CTA ≤ this, registers ≤ 65536 / this
 };
 
-// The instantiated shapes, grouped by R ascending; within a group BC ascending.
+// The instantiated shapes, grouped by cell, then R ascending; within a group BC ascending.
+// Gated cells keep NG·R rows per CTA, so their R stops where the weights (NG·R·3G per thread)
+// plus the partial sums (NG·R·BC) still fit the registers a thread has at max threads; their
+// max threads are about what R units per SM need (H ≤ R·SMs: ceil(H/3) threads), and at most
+// 256 where that covers it: threads are allotted registers in groups of four warps, so 256
+// threads get 255 registers each, 384 get 168.
 inline constexpr KernelShape kShapes[] = {
-    {3, 1, 1, 512},  {3, 1, 2, 512},  {3, 1, 4, 512},                    //
-    {6, 1, 1, 512},  {6, 1, 2, 512},  {6, 1, 4, 512},                    //
-    {9, 3, 1, 256},  {9, 3, 2, 256},  {9, 2, 4, 384},                    //
-    {12, 2, 1, 384}, {12, 2, 2, 384}, {12, 2, 4, 384},                   //
-    {15, 3, 1, 256}, {15, 3, 2, 256},                                    //
-    {18, 3, 1, 256}, {18, 3, 2, 256},
+    {1, 3, 1, 1, 512},  {1, 3, 1, 2, 512},  {1, 3, 1, 4, 512},   //
+    {1, 6, 1, 1, 512},  {1, 6, 1, 2, 512},  {1, 6, 1, 4, 512},   //
+    {1, 9, 3, 1, 256},  {1, 9, 3, 2, 256},  {1, 9, 2, 4, 384},   //
+    {1, 12, 2, 1, 384}, {1, 12, 2, 2, 384}, {1, 12, 2, 4, 384},  //
+    {1, 15, 3, 1, 256}, {1, 15, 3, 2, 256},                      //
+    {1, 18, 3, 1, 256}, {1, 18, 3, 2, 256},                      //
+    {3, 3, 1, 1, 192},  {3, 3, 1, 2, 192},  {3, 3, 1, 4, 192},   // GRU
+    {3, 6, 1, 1, 256},  {3, 6, 1, 2, 256},  {3, 6, 1, 4, 256},   //
+    {3, 9, 1, 1, 384},                                           //
+    {4, 3, 1, 1, 192},  {4, 3, 1, 2, 192},  {4, 3, 1, 4, 192},   // LSTM
+    {4, 6, 1, 1, 256},  {4, 6, 1, 2, 256},  {4, 6, 1, 4, 256},   //
+    {4, 9, 1, 1, 352},
 };
 inline constexpr int kShapeCount = static_cast<int>(sizeof(kShapes) / sizeof(kShapes[0]));
 
@@ -52,14 +66,17 @@ inline constexpr int wanted_batch_chunk(std::int64_t batch) {
 
 struct Tiling {
   int shape = -1;  // index into kShapes; -1: no shape fits (reason says why)
-  int rows = 0, groups = 0, batch_chunk = 0;
+  int gates = 1, rows = 0, groups = 0, batch_chunk = 0;
   int ctas = 0, threads = 0;
-  std::int64_t records = 0;  // K = ceil(H / 3) records per batch element and step
+  // Records per batch element and step of the larger exchanged vector: ceil(NG·H / 3) (the
+  // backward's dQ; the forward's h needs ceil(H / 3)).
+  std::int64_t records = 0;
   std::string reason;
 };
 
-// Picks the shape for hidden size H and batch B on a GPU with `sm_count` SMs (one CTA per SM).
-// Only fp32 weights have kernels so far; other dtypes return shape -1 with the reason.
-Tiling tile(std::int64_t hidden, std::int64_t batch, int sm_count, DType weights);
+// Picks the shape for a cell of `gates` gates (1, 3 or 4), hidden size H and batch B on a GPU
+// with `sm_count` SMs (one CTA per SM). Only fp32 weights have kernels so far; other dtypes
+// return shape -1 with the reason.
+Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights);
 
 }  // namespace prnn::persistent

@@ -276,8 +276,10 @@ void Rnn::forward(const TensorView& x, const TensorView& params, const TensorVie
   a.x = x.data_as<const float>();
   a.params = params.data_as<const float>();
   a.h0 = f32_or_null(h0);
+  a.c0 = f32_or_null(c0);
   a.y = y.data_as<float>();
   a.hn = f32_out_or_null(hn);
+  a.cn = f32_out_or_null(cn);
   s.gemm->forward(a, stream);
   s.have_forward = true;
 #else
@@ -312,8 +314,10 @@ void Rnn::backward_data(const TensorView& params, const TensorView& dy, const Te
   a.params = params.data_as<const float>();
   a.dy = dy.data_as<const float>();
   a.dhn = f32_or_null(dhn);
+  a.dcn = f32_or_null(dcn);
   a.dx = f32_out_or_null(dx);
   a.dh0 = f32_out_or_null(dh0);
+  a.dc0 = f32_out_or_null(dc0);
   s.gemm->backward_data(a, stream);
   s.have_backward_data = true;
 #else

@@ -84,6 +84,24 @@ TEST(Planner, BatchGrowsTheStagingAndTheWork) {
   EXPECT_NE(describe(b64).find("us/step"), std::string::npos);
 }
 
+// Gated cells are planned with their kernels' tiling: NG·R gate rows per CTA in registers.
+TEST(Planner, GatedCellsUseTheirKernelTiling) {
+  const PersistentPlan lstm = plan_persistent(rnn(Cell::LSTM, 1024), 4, h200());
+  EXPECT_EQ(lstm.units_per_cta, 9);  // 1024 / 132 SMs rounded up to whole records
+  EXPECT_EQ(lstm.rows_per_cta, 36);
+  EXPECT_EQ(lstm.ctas, 114);
+  EXPECT_EQ(lstm.threads_per_cta, 352);  // ceil(1024 / 3) records, whole warps
+  EXPECT_NE(lstm.kernel.find("36 gate rows"), std::string::npos) << lstm.kernel;
+  const PersistentPlan gru = plan_persistent(rnn(Cell::GRU, 500), 5, h200());
+  EXPECT_EQ(gru.units_per_cta, 6);
+  EXPECT_NE(gru.kernel.find("chunks of 4"), std::string::npos) << gru.kernel;
+  // Beyond the largest fp32 LSTM shape the kernel line says why (the capacity model still
+  // reports what a shared-memory spill would hold).
+  const PersistentPlan big = plan_persistent(rnn(Cell::LSTM, 1152), 4, h200());
+  EXPECT_NE(big.kernel.find("H=1152"), std::string::npos) << big.kernel;
+  EXPECT_NE(big.kernel.find("H <= 1056"), std::string::npos) << big.kernel;
+}
+
 TEST(Planner, RejectsBadInput) {
   EXPECT_THROW(plan_persistent(rnn(Cell::ReLU, 0), 4, h200()), InvalidArgument);
   EXPECT_THROW(plan_persistent(rnn(Cell::ReLU, 64), 0, h200()), InvalidArgument);

@@ -3,7 +3,9 @@
 // GemmPerStep (cuBLAS GEMM per step + fused bias/activation kernel, captured into CUDA graphs).
 // Cases: every vanilla cell (relu, clipped relu, tanh), one, two and three layers,
 // unidirectional and bidirectional, with and without initial states, H ∈ {1, 32, 1000, 1152,
-// 1537, 2048}, B ∈ {1, 3, 4, 5, 7, 16}, T ∈ {1, 2, 333}. Checked: y, hn, dx, dh0 and dparams per
+// 1537, 2048}, B ∈ {1, 3, 4, 5, 7, 16}, T ∈ {1, 2, 333}; GRU and LSTM the same way with
+// H ∈ {1, 32, 515, 1000, 1024, 1056 (LSTM), 1152 (GRU)} (the largest each holds in registers in
+// fp32). Checked: y, hn, dx, dh0 (LSTM: cn, dc0) and dparams per
 // block (W_ih, W_hh, b_ih, b_hh of every layer and direction). Outputs are poisoned with 0xFF
 // bytes (NaN) before every run, so an element the layer fails to write fails.
 // Every case runs three times (fresh, same pointers again, other output buffers); the three must
@@ -13,9 +15,10 @@
 // fewer than 16 elements against its layer direction's gradient norm: see kMinBlock). The relu and
 // clipped-relu data keep pre-activations away from the kinks (rnn_case.h says why), so the bound
 // holds at H = 1537, T = 333 too.
-// The full issue grid (every H × B × T × activation above, one layer) is also run as a
-// cross-check Persistent vs GemmPerStep, both on the GPU (the reference would cost hours there):
-// relative error between them ≤ 2e-5, the sum of their two bounds against the reference.
+// The full issue grid (every H × B × T × activation above, one layer; GRU and LSTM over
+// H ∈ {1, 32, 515, 1000, 1024}) is also run as a cross-check Persistent vs GemmPerStep, both on
+// the GPU (the reference would cost hours there): relative error between them ≤ 2e-5, the sum
+// of their two bounds against the reference.
 // The references are computed in parallel threads (only those of the selected tests), since a
 // large case costs the double reference ~10 G multiply-adds.
 // Safety: a CTA stalled past the wait bound (PRNN_PERSISTENT_STALL) turns into RuntimeError from
@@ -74,6 +77,22 @@ std::vector<RnnCase> cases() {
   v.push_back({Cell::Tanh, 333, 16, 8, 1152, 1, false, true});  // B = 16
   v.push_back({Cell::ReLU, 333, 4, 16, 2048, 1, false, true});  // H = 2048, long
   v.push_back({Cell::ClippedReLU, 2, 7, 16, 2048, 2, true, true});
+  const Shape5 gated[] = {
+      {1, 1, 1, 1, 1, false, true},        // the smallest problem
+      {333, 3, 3, 1, 1, true, true},       // H = 1, long, bidirectional
+      {2, 5, 7, 32, 2, false, true},       // two layers, two steps
+      {333, 7, 16, 32, 2, true, true},     // two bidirectional layers, long
+      {333, 1, 5, 32, 1, false, false},    // no states
+      {333, 5, 9, 515, 1, false, true},    // mid-size, B = 5 (two batch chunks)
+      {2, 3, 64, 1000, 1, true, true},     // H = 1000, bidirectional
+      {100, 4, 32, 1024, 1, false, true},  // the fp32 LSTM target layer
+      {1, 7, 7, 515, 3, true, false},      // three bidirectional layers, T = 1, no states
+  };
+  for (Cell cell : {Cell::GRU, Cell::LSTM})
+    for (const Shape5& s : gated) v.push_back({cell, s.T, s.B, s.I, s.H, s.L, s.bi, s.state});
+  v.push_back({Cell::GRU, 50, 3, 24, 1152, 1, false, true});   // the largest fp32 GRU on chip
+  v.push_back({Cell::LSTM, 50, 3, 24, 1056, 1, false, true});  // the largest fp32 LSTM on chip
+  v.push_back({Cell::LSTM, 20, 16, 8, 1024, 1, false, true});  // B = 16
   return v;
 }
 
@@ -201,19 +220,42 @@ void expect_close_within(const std::vector<float>& got, const std::vector<double
                               << "gradient norm " << scale;
 }
 
-// The outputs of one run.
+// The outputs of one run (cn, dc0: LSTM with states only, else empty).
 struct Outputs {
-  DevTensor y, hn, dx, dh0, dparams;
+  DevTensor y, hn, cn, dx, dh0, dc0, dparams;
+  std::vector<const DevTensor*> all() const { return {&y, &hn, &cn, &dx, &dh0, &dc0, &dparams}; }
 };
 
 Outputs fresh_outputs(const RnnCase& c) {
   const std::size_t states = c.with_state ? c.state_size() : 0;
-  return {poisoned(c.y_size()), poisoned(states), poisoned(c.x_size()), poisoned(states),
-          poisoned(c.param_size())};
+  const std::size_t cells = has_cell_state(c.cell) ? states : 0;
+  return {poisoned(c.y_size()), poisoned(states), poisoned(cells),       poisoned(c.x_size()),
+          poisoned(states),     poisoned(cells),  poisoned(c.param_size())};
 }
 
 void poison(Outputs& o) {
-  for (DevTensor* t : {&o.y, &o.hn, &o.dx, &o.dh0, &o.dparams}) t->buf.fill_bytes(0xFF);
+  for (DevTensor* t : {&o.y, &o.hn, &o.cn, &o.dx, &o.dh0, &o.dc0, &o.dparams})
+    t->buf.fill_bytes(0xFF);
+}
+
+// The inputs of one case on the device (c0, dcn empty unless LSTM with states).
+struct Inputs {
+  DevTensor x, params, h0, c0, dy, dhn, dcn;
+};
+
+Inputs upload_inputs(const RnnData& s) {
+  return {upload(s.x), upload(s.params), upload(s.h0), upload(s.c0),
+          upload(s.dy), upload(s.dhn),   upload(s.dcn)};
+}
+
+// forward, backward_data, backward_weights of `rnn` on `in` into `o`.
+void run_all(Rnn& rnn, const RnnCase& c, const Inputs& in, Outputs& o) {
+  const Shape xs = c.x_shape(), ys = c.y_shape(), ss = c.state_shape(), ps = c.param_shape();
+  rnn.forward(in.x.view(xs), in.params.view(ps), in.h0.view(ss), in.c0.view(ss), o.y.view(ys),
+              o.hn.view(ss), o.cn.view(ss));
+  rnn.backward_data(in.params.view(ps), in.dy.view(ys), in.dhn.view(ss), in.dcn.view(ss),
+                    o.dx.view(xs), o.dh0.view(ss), o.dc0.view(ss));
+  rnn.backward_weights(in.x.view(xs), in.h0.view(ss), in.c0.view(ss), o.dparams.view(ps));
 }
 
 class RnnGpu : public ::testing::TestWithParam<GpuCase> {};
@@ -223,18 +265,13 @@ TEST_P(RnnGpu, MatchesReference) {
   SCOPED_TRACE("PRNN_TEST_SEED=" + std::to_string(base_seed()));
   const RnnCase& c = GetParam().c;
   const RnnData& s = reference_of(c);
-  const Shape xs = c.x_shape(), ys = c.y_shape(), ss = c.state_shape(), ps = c.param_shape();
 
   Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), GetParam().algo);
   ASSERT_EQ(rnn.algo(), GetParam().algo) << rnn.reason();
-  const DevTensor x = upload(s.x), params = upload(s.params), h0 = upload(s.h0);
-  const DevTensor dy = upload(s.dy), dhn = upload(s.dhn);
+  const Inputs in = upload_inputs(s);
 
   auto run = [&](Outputs& o) {
-    rnn.forward(x.view(xs), params.view(ps), h0.view(ss), {}, o.y.view(ys), o.hn.view(ss), {});
-    rnn.backward_data(params.view(ps), dy.view(ys), dhn.view(ss), {}, o.dx.view(xs),
-                      o.dh0.view(ss), {});
-    rnn.backward_weights(x.view(xs), h0.view(ss), {}, o.dparams.view(ps));
+    run_all(rnn, c, in, o);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     rnn.check();
   };
@@ -246,6 +283,10 @@ TEST_P(RnnGpu, MatchesReference) {
   if (c.with_state) {
     expect_close(download(first.hn), s.hn, "hn");
     expect_close(download(first.dh0), s.dh0, "dh0");
+  }
+  if (c.with_state && has_cell_state(c.cell)) {
+    expect_close(download(first.cn), s.cn, "cn");
+    expect_close(download(first.dc0), s.dc0, "dc0");
   }
   const auto dparams = download(first.dparams);
   const std::vector<test::ParamBlock> blocks = test::param_blocks(c);
@@ -264,8 +305,7 @@ TEST_P(RnnGpu, MatchesReference) {
 
   // Replay (same pointers) and re-capture (new output buffers): bit for bit the same.
   std::vector<std::vector<float>> want;
-  for (const DevTensor* t : {&first.y, &first.hn, &first.dx, &first.dh0, &first.dparams})
-    want.push_back(download(*t));
+  for (const DevTensor* t : first.all()) want.push_back(download(*t));
   poison(first);
   run(first);
   Outputs other = fresh_outputs(c);
@@ -273,7 +313,7 @@ TEST_P(RnnGpu, MatchesReference) {
   for (const Outputs* o : {&first, &other}) {
     const char* what = o == &first ? "same pointers again" : "other output buffers";
     std::size_t i = 0;
-    for (const DevTensor* t : {&o->y, &o->hn, &o->dx, &o->dh0, &o->dparams})
+    for (const DevTensor* t : o->all())
       EXPECT_TRUE(download(*t) == want[i++]) << what << ": output " << i - 1 << " differs";
   }
 }
@@ -292,6 +332,10 @@ std::vector<GridCase> grid() {
     for (std::int64_t H : {1, 32, 1000, 1152, 1537, 2048})
       for (std::int64_t B : {1, 3, 4, 5, 7, 16})
         for (std::int64_t T : {1, 2, 333}) v.push_back({cell, H, B, T});
+  for (Cell cell : {Cell::GRU, Cell::LSTM})
+    for (std::int64_t H : {1, 32, 515, 1000, 1024})
+      for (std::int64_t B : {1, 3, 4, 5, 7, 16})
+        for (std::int64_t T : {1, 2, 333}) v.push_back({cell, H, B, T});
   return v;
 }
 
@@ -303,23 +347,18 @@ TEST_P(RnnGrid, PersistentMatchesGemmPerStep) {
   const GridCase& g = GetParam();
   const RnnCase c{g.cell, g.T, g.B, 17, g.H, 1, false, true};
   const RnnData s = test::make_rnn_inputs(c, seed_of(c));
-  const Shape xs = c.x_shape(), ys = c.y_shape(), ss = c.state_shape(), ps = c.param_shape();
-  const DevTensor x = upload(s.x), params = upload(s.params), h0 = upload(s.h0);
-  const DevTensor dy = upload(s.dy), dhn = upload(s.dhn);
+  const Inputs in = upload_inputs(s);
   std::vector<std::vector<float>> got[2];
   int k = 0;
   for (RnnAlgo algo : {RnnAlgo::GemmPerStep, RnnAlgo::Persistent}) {
     Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), algo);
     Outputs o = fresh_outputs(c);
-    rnn.forward(x.view(xs), params.view(ps), h0.view(ss), {}, o.y.view(ys), o.hn.view(ss), {});
-    rnn.backward_data(params.view(ps), dy.view(ys), dhn.view(ss), {}, o.dx.view(xs),
-                      o.dh0.view(ss), {});
-    rnn.backward_weights(x.view(xs), h0.view(ss), {}, o.dparams.view(ps));
+    run_all(rnn, c, in, o);
     rnn.check();
-    for (const DevTensor* t : {&o.y, &o.hn, &o.dx, &o.dh0, &o.dparams}) got[k].push_back(download(*t));
+    for (const DevTensor* t : o.all()) got[k].push_back(download(*t));
     ++k;
   }
-  const char* names[] = {"y", "hn", "dx", "dh0", "dparams"};
+  const char* names[] = {"y", "hn", "cn", "dx", "dh0", "dc0", "dparams"};
   for (std::size_t i = 0; i < got[0].size(); ++i) {
     const std::vector<double> want(got[0][i].begin(), got[0][i].end());
     const double err = test::rel_error(got[1][i].data(), want.data(), want.size());
@@ -451,21 +490,21 @@ TEST(RnnGpuChoice, AutoPicksPersistentAndSaysWhy) {
     EXPECT_NE(rnn.reason().find(why), std::string::npos) << rnn.reason();
   }
   EXPECT_THROW(Rnn(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent), Unsupported);
+  // GRU and LSTM: persistent where the gate rows fit, else GemmPerStep with the reason.
   d.hidden_size = 4;
   for (Cell cell : {Cell::GRU, Cell::LSTM}) {
     d.cell = cell;
-    EXPECT_NE(Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent)
-                  .find("not implemented yet"),
-              std::string::npos);
-    const std::string auto_why = Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Auto);
-    EXPECT_NE(auto_why.find("not implemented yet"), std::string::npos) << auto_why;
-    try {
-      Rnn r(d, 5, 2, Device::cuda(0));
-      FAIL() << "expected Unsupported for " << to_string(cell);
-    } catch (const Unsupported& e) {
-      EXPECT_EQ(e.reason(), auto_why);
-    }
+    EXPECT_EQ(Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent), "");
+    Rnn r(d, 5, 2, Device::cuda(0));
+    EXPECT_EQ(r.algo(), RnnAlgo::Persistent) << r.reason();
   }
+  d.cell = Cell::LSTM;
+  d.hidden_size = 1152;  // 4·1152 rows of fp32 weights: more than the registers hold
+  const std::string lstm_why = Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent);
+  EXPECT_NE(lstm_why.find("H=1152"), std::string::npos) << lstm_why;
+  Rnn lstm(d, 5, 2, Device::cuda(0));
+  EXPECT_EQ(lstm.algo(), RnnAlgo::GemmPerStep);
+  EXPECT_NE(lstm.reason().find(lstm_why), std::string::npos) << lstm.reason();
 }
 
 TEST(RnnGpuErrors, BackwardBeforeForwardIsAnError) {
