@@ -15,7 +15,8 @@
 // Shape errors surface when an expression is built: InvalidArgument names the op and the shapes.
 //
 // Executors compute a Graph. They share one interface so the CPU reference (CpuExecutor, the
-// oracle) and GPU executors (per node, autobatching, VPPS) are interchangeable and must agree:
+// oracle), AutobatchExecutor (host) and the GPU executors (GpuExecutor one kernel per node,
+// GpuAutobatchExecutor; VPPS next) are interchangeable and must agree:
 // forward(g, e) computes every node up to e in creation order; backward(g, loss) needs a 1x1 loss
 // that was forwarded, writes dL/d(node) for every node the loss depends on and ACCUMULATES
 // parameter gradients into the Model (lookup gradients per touched row); a Trainer's update()
@@ -166,6 +167,22 @@ class Model {
   // Replaces every value and clears gradients. Throws InvalidArgument naming the file and what
   // differs (magic, version, checksum, parameter count, a shape) and leaves the model unchanged.
   void load(const std::string& path);
+
+  // ---- Device copies (GPU executors) ----
+  // A GPU executor (GpuExecutor, GpuAutobatchExecutor) makes device copies of every value,
+  // gradient and touched-row flag the first time it computes with this Model (parameters added
+  // later are copied when next used). From then on the DEVICE copy is the master: GPU backward
+  // accumulates gradients there and the trainers update there (on the default stream). The host
+  // vectors (Parameter::values(), gradients(), touched_rows()) are refreshed only by
+  // copy_to_host(); after editing values on the host, copy_to_device() pushes them. save() copies
+  // to the host first, load() and zero_gradients() act on both copies. CpuExecutor and
+  // AutobatchExecutor refuse (InvalidArgument) a Model whose host copy is stale. In a build
+  // without CUDA no Model is ever on the device.
+  bool on_device() const;
+  // Device values, gradients and touched rows -> host; no-op unless on_device().
+  void copy_to_host();
+  // Host values -> device (gradients stay as they are); no-op unless on_device().
+  void copy_to_device();
 
   struct Storage;  // internal
   Storage& storage() { return *storage_; }
@@ -346,14 +363,81 @@ class AutobatchExecutor final : public Executor {
   std::unique_ptr<State> state_;
 };
 
+// Device time of the last forward / backward of a GPU executor: CUDA events recorded before its
+// first and after its last launch on the stream, so the span also holds the gaps in which the
+// GPU waited for the host to issue the next launch (launch-bound graphs show up as such).
+struct DeviceTimes {
+  double forward_seconds = 0.0;
+  double backward_seconds = 0.0;
+  std::size_t forward_launches = 0;   // kernels and cuBLAS calls issued by forward
+  std::size_t backward_launches = 0;  // ... by backward
+};
+
+// The eager-framework baseline on the GPU: one kernel or one cuBLAS call per node (a node's
+// backward may add one scatter kernel when arguments repeat, and products one per argument), fp32
+// (cuBLAS with CUBLAS_PEDANTIC_MATH: no TF32). Parameters are read from and gradients accumulated
+// into the Model's device copies (see Model::on_device). Values and gradients of the last
+// forward/backward stay on the device; value() and gradient() copy one node back (synchronising).
+// Throws Unsupported when prnn was built without CUDA or no GPU is present.
+class GpuExecutor final : public Executor {
+ public:
+  GpuExecutor();
+  ~GpuExecutor() override;
+  const char* name() const override { return "gpu"; }
+  void forward(Graph& g, Expr last) override;
+  void backward(Graph& g, Expr loss) override;
+  std::vector<double> value(Expr e) const override;
+  std::vector<double> gradient(Expr e) const override;
+  // Waits for the device, then reports the last forward / backward.
+  DeviceTimes device_times() const;
+
+  struct State;  // internal
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+// AutobatchExecutor's batching plans (the same planner, both strategies) run on the GPU: one
+// cuBLAS GEMM per (batch, weight) for matmul / affine_transform over the gathered inputs
+// (W·[x_1 .. x_n]; outputs contiguous per batch), one small kernel per batch for the other ops,
+// and backward in reverse batch order with deterministic segmented scatter-adds (no float
+// atomics: results are identical run to run). fp32, no TF32. Model copies as GpuExecutor.
+// Agrees with CpuExecutor up to fp32 summation order (cuBLAS's inside products).
+class GpuAutobatchExecutor final : public Executor {
+ public:
+  explicit GpuAutobatchExecutor(BatchStrategy strategy = BatchStrategy::Agenda);
+  ~GpuAutobatchExecutor() override;
+  const char* name() const override { return "autobatch-gpu"; }
+  void forward(Graph& g, Expr last) override;
+  void backward(Graph& g, Expr loss) override;
+  std::vector<double> value(Expr e) const override;
+  std::vector<double> gradient(Expr e) const override;
+  BatchStrategy strategy() const { return strategy_; }
+  // Planning and host-side times as AutobatchExecutor's (forward_seconds / backward_seconds are
+  // host wall clock of building and issuing the launches, without waiting for the device).
+  const AutobatchStats& stats() const;
+  DeviceTimes device_times() const;
+
+  struct State;  // internal
+
+ private:
+  BatchStrategy strategy_;
+  std::unique_ptr<State> state_;
+};
+
 // ---- Trainers ----------------------------------------------------------------------------------
 
 class Trainer {
  public:
   virtual ~Trainer() = default;
   // Applies the accumulated gradients to every dense parameter and every touched lookup row,
-  // then clears the gradients.
+  // then clears the gradients. On a Model that is on the device (Model::on_device) the update
+  // runs there, as kernels over the device copies with the optimizer state kept on the device
+  // (taken over from the host state at the first device update); the rule is the same, each
+  // element rounded as the host loop rounds it.
   virtual void update() = 0;
+
+  struct DeviceState;  // internal: optimizer state on the device
 };
 
 // PyTorch SGD (reference::sgd_update): g' = g + wd·w; v = μ·v + g'; w -= lr·v.
@@ -365,9 +449,11 @@ class SimpleSgdTrainer final : public Trainer {
   void update() override;
 
  private:
+  void update_on_device();
   Model& model_;
   double lr_, momentum_, weight_decay_;
   std::vector<std::vector<float>> velocity_;  // per dense parameter, then per lookup table
+  std::unique_ptr<DeviceState> device_;
 };
 
 // PyTorch Adam (reference::adam_update); one step counter for the whole model.
@@ -379,10 +465,12 @@ class AdamTrainer final : public Trainer {
   void update() override;
 
  private:
+  void update_on_device();
   Model& model_;
   double lr_, beta1_, beta2_, eps_;
   std::int64_t step_ = 0;
   std::vector<std::vector<float>> m_, v_;  // per dense parameter, then per lookup table
+  std::unique_ptr<DeviceState> device_;
 };
 
 // ---- Recurrent builders ------------------------------------------------------------------------

@@ -187,4 +187,24 @@ BatchPlan plan_batches(const Graph& g, NodeId last, BatchStrategy strategy) {
   return plan;
 }
 
+BatchPlan plan_per_node(const Graph& g, NodeId last) {
+  PRNN_EXPECT(last >= 0 && idx(last) < g.size(), "per-node plan: node {} is not in the graph ({} nodes)",
+              last, g.size());
+  const size_t n = idx(last) + 1;
+  BatchPlan plan;
+  plan.signature_of.assign(n, -1);
+  plan.depth.resize(n);
+  plan.batches.resize(n);
+  plan.batch_of.resize(n);
+  plan.slot_of.assign(n, 0);
+  for (size_t id = 0; id < n; ++id) {
+    int d = 0;
+    for (NodeId a : g.nodes()[id].args) d = std::max(d, plan.depth[idx(a)] + 1);
+    plan.depth[id] = d;
+    plan.batches[id] = Batch{-1, {static_cast<NodeId>(id)}};
+    plan.batch_of[id] = static_cast<int>(id);
+  }
+  return plan;
+}
+
 }  // namespace prnn::graph

@@ -57,4 +57,8 @@ struct BatchPlan {
 // Plans nodes 0..last of g.
 BatchPlan plan_batches(const Graph& g, NodeId last, BatchStrategy strategy);
 
+// The trivial plan of a per-node executor: node i alone in batch i, creation order. No signatures
+// are interned (signatures empty, every signature index -1); depth is filled.
+BatchPlan plan_per_node(const Graph& g, NodeId last);
+
 }  // namespace prnn::graph

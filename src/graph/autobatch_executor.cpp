@@ -21,6 +21,7 @@
 
 #include "core/check.h"
 #include "graph/autobatch.h"
+#include "graph/device_model.h"
 #include "graph/ops.h"
 #include "prnn/graph.h"
 
@@ -312,6 +313,7 @@ const AutobatchStats& AutobatchExecutor::stats() const {
 void AutobatchExecutor::forward(Graph& g, Expr last) {
   PRNN_EXPECT(last.valid() && last.graph == &g,
               "autobatch executor: forward: the expression does not belong to this graph");
+  check_host_copy_current(g, last.id, "autobatch executor");
   State& s = *state_;
   s.graph = nullptr;
   s.has_gradients = false;

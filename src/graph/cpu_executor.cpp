@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "core/check.h"
+#include "graph/device_model.h"
 #include "graph/ops.h"
 #include "prnn/graph.h"
 
@@ -90,6 +91,7 @@ CpuExecutor::~CpuExecutor() = default;
 void CpuExecutor::forward(Graph& g, Expr last) {
   PRNN_EXPECT(last.valid() && last.graph == &g,
               "cpu executor: forward: the expression does not belong to this graph");
+  check_host_copy_current(g, last.id, "cpu executor");
   state_->graph = &g;
   state_->has_gradients = false;
   std::visit([&](auto& b) { run_forward(g, last.id, b); }, state_->buffers);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "graph/device_model.h"
 #include "graph/model_storage.h"
 #include "prnn/graph.h"
 
@@ -223,9 +224,11 @@ void Model::zero_gradients() {
     std::fill(t.grad.begin(), t.grad.end(), 0.0f);
     std::fill(t.touched.begin(), t.touched.end(), false);
   }
+  zero_device_gradients(*storage_);
 }
 
 void Model::save(const std::string& path) const {
+  copy_device_to_host(*storage_);  // the device copy is the master while there is one
   Writer w;
   w.bytes(kMagic, sizeof kMagic);
   w.u32(kFormatVersion);
@@ -309,7 +312,9 @@ void Model::load(const std::string& path) {
   std::size_t k = 0;
   for (auto& p : storage_->params) p.value = std::move(values[k++]);
   for (auto& t : storage_->tables) t.value = std::move(values[k++]);
+  copy_to_device();
   zero_gradients();
+  storage_->host_stale = false;
 }
 
 }  // namespace prnn::graph

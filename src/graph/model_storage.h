@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -24,10 +25,16 @@ struct LookupTable {
   std::vector<bool> touched;  // [size]: row has a gradient since the last clear
 };
 
+struct DeviceMirror;  // graph/device_model.h: the device copies of a Model
+
 struct Model::Storage {
   std::mt19937_64 gen;
   std::vector<DenseParameter> params;
   std::vector<LookupTable> tables;
+  // Set once a GPU executor used the Model (Model::on_device); the device copy is then the master.
+  std::shared_ptr<DeviceMirror> device;
+  // The device copy changed (backward, a device update) since the last Model::copy_to_host.
+  bool host_stale = false;
 };
 
 }  // namespace prnn::graph

@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "core/check.h"
+#include "graph/dropout_hash.h"
 #include "graph/model_storage.h"
 
 namespace prnn::graph {
@@ -441,13 +442,6 @@ constexpr bool registry_in_enum_order() {
 }
 static_assert(registry_in_enum_order());
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 }  // namespace
 
 const OpInfo& op_info(Op op) {
@@ -464,11 +458,7 @@ int arity(Op op) {
 }
 
 double dropout_scale(std::uint64_t seed, NodeId id, size_t i, double p) {
-  const std::uint64_t h =
-      splitmix64(splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(id))) + i);
-  constexpr double kTwoToMinus53 = 1.0 / 9007199254740992.0;
-  const double u = static_cast<double>(h >> 11) * kTwoToMinus53;  // uniform in [0, 1)
-  return u < p ? 0.0 : 1.0 / (1.0 - p);
+  return dropout_mask_scale(seed, id, i, p);
 }
 
 }  // namespace prnn::graph

@@ -17,6 +17,7 @@
 #include "prnn/data.h"
 #include "prnn/error.h"
 #include "prnn/graph.h"
+#include "graph/test_graphs.h"
 #include "support/random.h"
 
 namespace prnn::graph {
@@ -153,131 +154,26 @@ AutobatchStats expect_equivalent(Graph& g, Expr loss, Model& m) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Random graphs: the fuzz generator's ops, valid calls only, replicated R times with the same
-// structure and different values (so batches form), over shared parameter nodes.
+// Random graphs (graph/random_graph.h)
 
 constexpr int kRandomGraphs = 300;
-constexpr int kMaxOpsPerReplica = 12;
-constexpr std::int64_t kMaxSide = 4;
-constexpr std::int64_t kMaxReplicas = 4;
 
 TEST(Autobatch, RandomGraphsMatchCpuExecutor) {
   Rng rng;
   std::printf("autobatch random graphs: PRNN_TEST_SEED=%llu\n",
               static_cast<unsigned long long>(rng.seed()));
-  Model m(rng.gen()());
-  const Parameter w = m.add_parameters({3, 2}), v = m.add_parameters({2}),
-                  sq = m.add_parameters({4, 4});
-  const LookupParameter emb = m.add_lookup_parameters(5, {2});
-
+  RandomGraphModel rm(rng.gen()());
   for (int graph_index = 0; graph_index < kRandomGraphs; ++graph_index) {
     SCOPED_TRACE("graph " + std::to_string(graph_index));
     Graph g(rng.gen()(), rng.integer(0, 1) == 1);
-    const std::vector<Expr> params = {parameter(g, w), parameter(g, v), parameter(g, sq)};
-    const std::uint64_t structure_seed = rng.gen()();
-    std::vector<Expr> losses;
-    for (std::int64_t r = rng.integer(1, kMaxReplicas); r > 0; --r) {
-      std::mt19937_64 structure(structure_seed);  // same draws in every replica
-      const auto integer = [&](std::int64_t lo, std::int64_t hi) {
-        return std::uniform_int_distribution<std::int64_t>(lo, hi)(structure);
-      };
-      const auto side = [&] { return integer(1, kMaxSide); };
-      std::vector<Expr> pool = params;
-      for (std::int64_t k = integer(1, 3); k > 0; --k) {
-        const Dim d{side(), side()};
-        pool.push_back(input(g, d, rng.uniform(sz(d.size()))));
-      }
-      const auto pick = [&] {
-        return pool[sz(integer(0, static_cast<std::int64_t>(pool.size()) - 1))];
-      };
-      const auto picks = [&](std::int64_t n) {
-        std::vector<Expr> xs;
-        for (std::int64_t i = 0; i < n; ++i) xs.push_back(pick());
-        return xs;
-      };
-      const std::vector<std::function<Expr()>> ops = {
-          [&] {
-            const Dim d{side(), side()};
-            return input(g, d, rng.uniform(sz(d.size())));
-          },
-          [&] { return lookup(g, emb, integer(0, 4)); },
-          [&] { return affine_transform(picks(integer(1, 5))); },
-          [&] { return pick() * pick(); },
-          [&] { return pick() + pick(); },
-          [&] { return pick() - pick(); },
-          [&] { return cmult(pick(), pick()); },
-          [&] { return concatenate(picks(integer(1, 3))); },
-          [&] {
-            const auto begin = integer(0, kMaxSide - 1);
-            return pick_range(pick(), begin, begin + integer(1, 3));
-          },
-          [&] { return tanh(pick()); },
-          [&] { return logistic(pick()); },
-          [&] { return relu(pick()); },
-          [&] { return log_softmax(pick()); },
-          [&] { return pick_neg_log_softmax(pick(), integer(0, kMaxSide - 1)); },
-          [&] { return sum(picks(integer(1, 3))); },
-          [&] { return dropout(pick(), static_cast<double>(integer(0, 9)) / 10.0); },
-      };
-      for (std::int64_t k = integer(1, kMaxOpsPerReplica); k > 0; --k) {
-        try {
-          pool.push_back(ops[sz(integer(0, static_cast<std::int64_t>(ops.size()) - 1))]());
-        } catch (const InvalidArgument&) {
-          // shapes drawn to be often invalid; the graph is unchanged, keep going
-        }
-      }
-      // 1ᵀ last 1
-      const Expr last = pool.back();
-      const Dim d = last.dim();
-      losses.push_back(input(g, Dim{1, d.rows}, std::vector<double>(sz(d.rows), 1.0)) * last *
-                       input(g, Dim{d.cols}, std::vector<double>(sz(d.cols), 1.0)));
-    }
-    const Expr loss = sum(losses);
-    expect_equivalent(g, loss, m);
+    const Expr loss = random_graph(g, rm, rng);
+    expect_equivalent(g, loss, rm.m);
     if (::testing::Test::HasFailure()) return;
   }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Tree-LSTM over SST trees
-
-constexpr std::int64_t kEmbed = 8, kHidden = 6;
-
-class TreeFixture {
- public:
-  explicit TreeFixture(std::uint64_t seed) : m(seed) {
-    trees = data::read_sst(std::string(PRNN_TEST_DATA_DIR) + "/sst_dev_200.txt", words, true);
-    emb = m.add_lookup_parameters(words.size(), {kEmbed});
-    tree = std::make_unique<TreeLstmBuilder>(m, kEmbed, kHidden);
-    out_w = m.add_parameters({data::Tree::kLabels, kHidden});
-    out_b = m.add_parameters({data::Tree::kLabels});
-  }
-
-  // Trees [first, first + count) in one graph; loss = Σ over all their nodes.
-  Expr build(Graph& g, std::size_t first, std::size_t count) {
-    tree->new_graph(g);
-    const Expr w = parameter(g, out_w), b = parameter(g, out_b);
-    std::vector<Expr> losses;
-    for (std::size_t t = first; t < first + count; ++t) {
-      const data::Tree& tr = trees[t];
-      std::vector<TreeLstmBuilder::State> state(tr.nodes.size());
-      for (std::size_t i = 0; i < tr.nodes.size(); ++i) {
-        const data::TreeNode& node = tr.nodes[i];
-        state[i] = node.is_leaf() ? tree->leaf(lookup(g, emb, node.word))
-                                  : tree->compose(state[sz(node.left)], state[sz(node.right)]);
-        losses.push_back(pick_neg_log_softmax(affine_transform({b, w, state[i].h}), node.label));
-      }
-    }
-    return sum(losses);
-  }
-
-  Model m;
-  data::Vocabulary words;
-  std::vector<data::Tree> trees;
-  LookupParameter emb;
-  std::unique_ptr<TreeLstmBuilder> tree;
-  Parameter out_w, out_b;
-};
 
 TEST(Autobatch, TreeLstmBatchMatchesCpuExecutor) {
   Rng rng;

@@ -1,0 +1,94 @@
+// The GPU kernels of the dynamic-graph executors (graph/gpu_executor.cpp), one host launcher per
+// kernel family; the kernels live in graph/gpu_kernels.cu, each with its contract there.
+//
+// Conventions shared by every family (a "batch" is B members of one signature; the per-node
+// executor calls the same launchers with B = 1):
+//   - x tables: DEVICE arrays of device pointers, [B * A]: entry b*A + a is member b's argument a;
+//   - y, dy: the batch's own values / gradients, contiguous [B, out] (member b at b*out);
+//   - dx tables: like x tables, pointing where dL/d(argument) is ACCUMULATED (+=). Within one
+//     launch every dx entry must point to distinct memory (the executor routes repeated
+//     arguments through zeroed scratch and scatter_add);
+//   - int64 tables (labels, node ids, offsets) are device arrays too.
+// All launches are asynchronous on `stream`, check the launch (PRNN_CHECK_LAUNCH) and do nothing
+// when the work is empty. fp32 throughout.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace prnn::graph::gpu {
+
+// Elementwise ops over equally shaped arguments (the executor's "flat" family).
+enum class Pointwise : std::uint8_t { Add, Sub, CMult, Tanh, Logistic, Relu, Sum };
+
+// dst[b*width + offs[a] + j] = src[b*A + a][j]  for j < offs[a+1] - offs[a]; offs [A+1] with
+// offs[0] = 0, offs[A] = width. (lookup, pick_range, concatenate, packing GEMM inputs)
+void gather_pieces(int B, int A, std::int64_t width, const std::int64_t* offs,
+                   const float* const* src, float* dst, cudaStream_t stream);
+
+// For every destination d < D, in order of its sources s in [first[d], first[d+1]):
+//   dst[d][i] += src[s][i]   (i < size[d]),  and *flag[d] = 1 when flag[d] is non-null.
+// Destinations must be distinct memory; each is summed by one thread per element in the order
+// given, so the result is deterministic. flag may be null (no flags at all).
+void scatter_add(int D, float* const* dst, const std::int64_t* size, const std::int64_t* first,
+                 const float* const* src, std::uint8_t* const* flag, cudaStream_t stream);
+
+// y[b*n + i] = f(x[b*A + 0][i], ..., x[b*A + A-1][i]);  A = 2 for Add/Sub/CMult, 1 for the
+// activations, >= 1 for Sum.
+void pointwise_forward(Pointwise op, int B, int A, std::int64_t n, const float* const* x,
+                       float* y, cudaStream_t stream);
+// dx[b*A + a][i] += ∂f/∂x_a(b, i) · dy[b*n + i]   (y: this op's output [B, n])
+void pointwise_backward(Pointwise op, int B, int A, std::int64_t n, const float* const* x,
+                        const float* y, const float* dy, float* const* dx, cudaStream_t stream);
+
+// Member b: column x[b] [n].  y[b*n + i] = x_i - log Σ_j exp x_j.
+void log_softmax_forward(int B, std::int64_t n, const float* const* x, float* y,
+                         cudaStream_t stream);
+// dx[b][i] += dy_i - exp(y_i) · Σ_j dy_j
+void log_softmax_backward(int B, std::int64_t n, const float* y, const float* dy,
+                          float* const* dx, cudaStream_t stream);
+
+// y[b] = log Σ_j exp x_j - x[label[b]]   (x[b] [n], label [B] in [0, n))
+void pick_neg_log_softmax_forward(int B, std::int64_t n, const float* const* x,
+                                  const std::int64_t* label, float* y, cudaStream_t stream);
+// dx[b][i] += dy[b] · (softmax(x)_i - [i == label[b]])
+void pick_neg_log_softmax_backward(int B, std::int64_t n, const float* const* x,
+                                   const std::int64_t* label, const float* dy, float* const* dx,
+                                   cudaStream_t stream);
+
+// Inverted dropout with graph/dropout_hash.h's mask of (seed, node[b], i): y = x · scale, scale
+// 1 when !active (not training, or p == 0).
+struct DropoutArgs {
+  std::uint64_t seed = 0;
+  double p = 0.0;
+  bool active = false;
+};
+void dropout_forward(const DropoutArgs& d, int B, std::int64_t n, const std::int64_t* node,
+                     const float* const* x, float* y, cudaStream_t stream);
+// dx[b][i] += dy[b*n + i] · scale(b, i)
+void dropout_backward(const DropoutArgs& d, int B, std::int64_t n, const std::int64_t* node,
+                      const float* dy, float* const* dx, cudaStream_t stream);
+
+// ---- Optimizer updates over the Model's device copies (graph/trainers.cpp) -------------------
+// Over n elements of w, g (and state); with `touched` non-null, element i belongs to row
+// i / row and is updated only when touched[row] != 0 (lookup tables: sparse updates). Every
+// updated element's gradient is zeroed. Each product and sum is rounded on its own as the host
+// loop of reference::sgd_update / adam_update<float> rounds it (no FMA contraction).
+struct SgdScalars {
+  float lr = 0.0f, momentum = 0.0f, weight_decay = 0.0f;
+  bool use_momentum = false;  // momentum != 0: v = μ·v + g'; w -= lr·v; else w -= lr·g'
+};
+void sgd_update(const SgdScalars& s, std::int64_t n, std::int64_t row, const std::uint8_t* touched,
+                float* w, float* g, float* velocity, cudaStream_t stream);
+
+struct AdamScalars {
+  float lr = 0.0f, beta1 = 0.0f, beta2 = 0.0f, one_minus_beta1 = 0.0f, one_minus_beta2 = 0.0f;
+  float bias1 = 1.0f, bias2 = 1.0f;  // 1 - β1^t, 1 - β2^t (computed in double, then rounded)
+  float eps = 0.0f;
+};
+void adam_update(const AdamScalars& s, std::int64_t n, std::int64_t row,
+                 const std::uint8_t* touched, float* w, float* g, float* m, float* v,
+                 cudaStream_t stream);
+
+}  // namespace prnn::graph::gpu

@@ -1,0 +1,402 @@
+// GPU executors: GpuExecutor (one kernel per node) and GpuAutobatchExecutor (depth and agenda)
+// against the fp64 CPU reference on forward values, node gradients, parameter gradients,
+// lookup-row gradients and touched rows, over random graphs, a mini-batch of SST trees through the
+// Tree-LSTM and BiLSTM sequences with dropout; determinism run to run; the device trainers (SGD
+// with momentum and weight decay, Adam) against the host trainers; the Model's device copies.
+// A GPU test never skips: without a device it fails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/test_graphs.h"
+#include "prnn/device.h"
+#include "prnn/error.h"
+#include "prnn/graph.h"
+#include "support/random.h"
+
+namespace prnn::graph {
+namespace {
+
+using test::Rng;
+using test::sz;
+
+#define PRNN_REQUIRE_GPU() ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason()
+
+// fp32 on the GPU against the fp64 reference: each result carries fp32 rounding of the chain of
+// ops that led to it (products summed by cuBLAS in its own order), about 1e-7 relative per op over
+// graphs a few dozen ops deep; 1e-4 of the vector's norm bounds it with room, the absolute floor
+// covers gradients that cancel to (nearly) zero.
+constexpr double kRelTol = 1e-4;
+constexpr double kAbsTol = 1e-5;
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want,
+                  const std::string& what, double rel = kRelTol, double abs = kAbsTol) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double num = 0.0, den = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << what << " element " << i;
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  EXPECT_LE(std::sqrt(num), rel * std::sqrt(den) + abs) << what;
+}
+
+struct ModelGradients {
+  std::vector<std::vector<double>> dense;
+  std::vector<std::vector<double>> rows;           // per table, all rows
+  std::vector<std::vector<std::int64_t>> touched;  // per table
+};
+
+// The model's gradients (after copying the device copy back when there is one), then clears them.
+ModelGradients take_gradients(Model& m) {
+  m.copy_to_host();
+  ModelGradients r;
+  for (std::size_t i = 0; i < m.parameter_count(); ++i) {
+    const auto gr = m.parameter(i).gradients();
+    r.dense.emplace_back(gr.begin(), gr.end());
+  }
+  for (std::size_t i = 0; i < m.lookup_count(); ++i) {
+    const LookupParameter lp = m.lookup_parameter(i);
+    std::vector<double> all;
+    for (std::int64_t row = 0; row < lp.size(); ++row) {
+      const auto gr = lp.gradients(row);
+      all.insert(all.end(), gr.begin(), gr.end());
+    }
+    r.rows.push_back(std::move(all));
+    r.touched.push_back(lp.touched_rows());
+  }
+  m.zero_gradients();
+  return r;
+}
+
+// The GPU executors under test, by name.
+std::vector<std::pair<std::string, std::function<std::unique_ptr<Executor>()>>> gpu_executors() {
+  return {
+      {"gpu", [] { return std::make_unique<GpuExecutor>(); }},
+      {"autobatch-gpu depth",
+       [] { return std::make_unique<GpuAutobatchExecutor>(BatchStrategy::Depth); }},
+      {"autobatch-gpu agenda",
+       [] { return std::make_unique<GpuAutobatchExecutor>(BatchStrategy::Agenda); }},
+  };
+}
+
+// Runs g up to `loss` on the fp64 CPU reference and on every GPU executor; compares every node's
+// value and gradient and the model's gradients.
+void expect_equivalent(Graph& g, Expr loss, Model& m) {
+  m.copy_to_host();
+  m.zero_gradients();
+  CpuExecutor ref(Precision::F64);
+  ref.forward(g, loss);
+  ref.backward(g, loss);
+  const ModelGradients want = take_gradients(m);
+  for (const auto& [name, make] : gpu_executors()) {
+    SCOPED_TRACE(name);
+    const std::unique_ptr<Executor> ex = make();
+    ex->forward(g, loss);
+    ex->backward(g, loss);
+    for (NodeId id = 0; id <= loss.id; ++id) {
+      const Expr e{&g, id};
+      expect_close(ex->value(e), ref.value(e), "value of node " + std::to_string(id) + " (" +
+                                                   to_string(g.node(id).op) + ")");
+      expect_close(ex->gradient(e), ref.gradient(e), "gradient of node " + std::to_string(id) +
+                                                         " (" + to_string(g.node(id).op) + ")");
+    }
+    const ModelGradients got = take_gradients(m);
+    for (std::size_t i = 0; i < want.dense.size(); ++i)
+      expect_close(got.dense[i], want.dense[i], "parameter " + std::to_string(i));
+    for (std::size_t i = 0; i < want.rows.size(); ++i) {
+      expect_close(got.rows[i], want.rows[i], "lookup table " + std::to_string(i));
+      EXPECT_EQ(got.touched[i], want.touched[i]) << "lookup table " << i;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+constexpr int kRandomGraphs = 150;
+
+TEST(GpuExecutors, RandomGraphsMatchCpuReference) {
+  PRNN_REQUIRE_GPU();
+  Rng rng;
+  std::printf("gpu random graphs: PRNN_TEST_SEED=%llu\n",
+              static_cast<unsigned long long>(rng.seed()));
+  RandomGraphModel rm(rng.gen()());
+  for (int graph_index = 0; graph_index < kRandomGraphs; ++graph_index) {
+    SCOPED_TRACE("graph " + std::to_string(graph_index));
+    Graph g(rng.gen()(), rng.integer(0, 1) == 1);
+    const Expr loss = random_graph(g, rm, rng);
+    expect_equivalent(g, loss, rm.m);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+TEST(GpuExecutors, TreeLstmBatchMatchesCpuReference) {
+  PRNN_REQUIRE_GPU();
+  Rng rng;
+  TreeFixture f(rng.gen()());
+  ASSERT_GE(f.trees.size(), 16u);
+  Graph g;
+  const Expr loss = f.build(g, 0, 16);
+  expect_equivalent(g, loss, f.m);
+}
+
+TEST(GpuExecutors, BiLstmWithDropoutMatchesCpuReference) {
+  PRNN_REQUIRE_GPU();
+  constexpr std::int64_t kVocab = 20, kInput = 5, kHid = 4, kTags = 3, kSequences = 6;
+  Rng rng;
+  Model m(rng.gen()());
+  const LookupParameter emb = m.add_lookup_parameters(kVocab, {kInput});
+  BiLstmBuilder bilstm(m, kInput, kHid);
+  const Parameter out_w = m.add_parameters({kTags, 2 * kHid}), out_b = m.add_parameters({kTags});
+  Graph g(rng.gen()(), true);
+  bilstm.new_graph(g);
+  const Expr w = parameter(g, out_w), b = parameter(g, out_b);
+  std::vector<Expr> losses;
+  for (std::int64_t s = 0; s < kSequences; ++s) {
+    std::vector<Expr> xs;
+    for (std::int64_t t = rng.integer(1, 9); t > 0; --t)
+      xs.push_back(dropout(lookup(g, emb, rng.integer(0, kVocab - 1)), 0.25));
+    for (const Expr& h : bilstm.transduce(xs))
+      losses.push_back(pick_neg_log_softmax(affine_transform({b, w, h}), rng.integer(0, kTags - 1)));
+  }
+  expect_equivalent(g, sum(losses), m);
+}
+
+// Products whose x is a matrix (n > 1 columns: the strided-batched path) and long softmaxes
+// (more rows than a CTA has threads).
+TEST(GpuExecutors, WideProductsAndLongSoftmaxMatchCpuReference) {
+  PRNN_REQUIRE_GPU();
+  Rng rng;
+  Model m(rng.gen()());
+  const Parameter w = m.add_parameters({300, 7}), b = m.add_parameters({300, 3});
+  Graph g;
+  const Expr ew = parameter(g, w), eb = parameter(g, b);
+  std::vector<Expr> losses;
+  for (int r = 0; r < 5; ++r) {
+    const Expr x = input(g, {7, 3}, rng.uniform(21));
+    const Expr y = tanh(affine_transform({eb, ew, x}));              // [300, 3]
+    const Expr col = y * input(g, {3, 1}, rng.uniform(3));            // [300, 1]
+    losses.push_back(pick_neg_log_softmax(col, rng.integer(0, 299)));
+    losses.push_back(input(g, Dim{1, 300}, rng.uniform(300)) * log_softmax(col));
+  }
+  expect_equivalent(g, sum(losses), m);
+}
+
+// Same graph, same executor: bit-identical values and gradients (no float atomics anywhere).
+TEST(GpuExecutors, DeterministicRunToRun) {
+  PRNN_REQUIRE_GPU();
+  Rng rng;
+  TreeFixture f(rng.gen()());
+  Graph g;
+  const Expr loss = f.build(g, 0, 12);
+  for (const auto& [name, make] : gpu_executors()) {
+    SCOPED_TRACE(name);
+    std::vector<std::vector<double>> first;
+    ModelGradients first_params;
+    for (int round = 0; round < 2; ++round) {
+      const std::unique_ptr<Executor> ex = make();
+      ex->forward(g, loss);
+      ex->backward(g, loss);
+      std::vector<std::vector<double>> got;
+      for (NodeId id = 0; id <= loss.id; ++id) got.push_back(ex->gradient(Expr{&g, id}));
+      const ModelGradients params = take_gradients(f.m);
+      if (round == 0) {
+        first = got;
+        first_params = params;
+      } else {
+        EXPECT_EQ(got, first);
+        EXPECT_EQ(params.dense, first_params.dense);
+        EXPECT_EQ(params.rows, first_params.rows);
+      }
+    }
+  }
+}
+
+TEST(GpuExecutors, ForwardOnlyAndErrors) {
+  PRNN_REQUIRE_GPU();
+  Rng rng;
+  TreeFixture f(rng.gen()());
+  Graph g;
+  const Expr loss = f.build(g, 0, 2);
+  const Expr mid{&g, loss.id / 2};
+  CpuExecutor ref(Precision::F64);
+  ref.forward(g, mid);
+  for (const auto& [name, make] : gpu_executors()) {
+    SCOPED_TRACE(name);
+    const std::unique_ptr<Executor> ex = make();
+    ex->forward(g, mid);
+    for (NodeId id = 0; id <= mid.id; ++id)
+      expect_close(ex->value(Expr{&g, id}), ref.value(Expr{&g, id}), "value " + std::to_string(id));
+    EXPECT_THROW(ex->value(loss), InvalidArgument);
+    EXPECT_THROW(ex->backward(g, loss), InvalidArgument);
+    EXPECT_THROW(ex->gradient(mid), InvalidArgument);
+  }
+}
+
+// ---- The Model's device copies ----------------------------------------------------------------
+
+TEST(GpuModel, DeviceCopyIsTheMasterOnceUsed) {
+  PRNN_REQUIRE_GPU();
+  Rng rng;
+  TreeFixture f(rng.gen()());
+  EXPECT_FALSE(f.m.on_device());
+  Graph g;
+  const Expr loss = f.build(g, 0, 2);
+  GpuExecutor ex;
+  ex.forward(g, loss);
+  EXPECT_TRUE(f.m.on_device());
+  ex.backward(g, loss);
+  // The host copy is stale now: the CPU executors refuse it until copy_to_host().
+  CpuExecutor cpu;
+  EXPECT_THROW(cpu.forward(g, loss), InvalidArgument);
+  f.m.copy_to_host();
+  EXPECT_NO_THROW(cpu.forward(g, loss));
+  // A host edit reaches the device after copy_to_device().
+  f.m.zero_gradients();
+  const auto w = f.out_b.values();
+  for (float& x : w) x += 1.0f;
+  f.m.copy_to_device();
+  ex.forward(g, loss);
+  cpu.forward(g, loss);
+  expect_close({ex.scalar(loss)}, {cpu.scalar(loss)}, "loss after a host edit", 1e-5, 1e-6);
+}
+
+// ---- Trainers ----------------------------------------------------------------------------------
+// Graphs whose parameter gradients are exact in fp32 on every executor (every gradient element is
+// one product, or a sum of two, in the same order), so the host and device trainers see the same
+// gradients and their updates, rounded alike (graph/gpu_kernels.h), must agree. Equality is
+// expected; 1e-6 relative leaves room only for a host compiler that contracts a*b+c into an FMA.
+
+struct TrainerCase {
+  explicit TrainerCase(std::uint64_t seed)
+      : m(seed), w(m.add_parameters({6, 5})), b(m.add_parameters({6})),
+        emb(m.add_lookup_parameters(10, {4})) {}
+  // loss = uᵀ·(W·v) + cᵀ·b + Σ_rows dᵀ·E[row], rows {1, 3, 3, 7} (row 3 twice).
+  Expr build(Graph& g, Rng& rng) {
+    const Expr ew = parameter(g, w), eb = parameter(g, b);
+    std::vector<Expr> terms;
+    terms.push_back(input(g, Dim{1, 6}, rng.uniform(6)) * (ew * input(g, {5}, rng.uniform(5))));
+    terms.push_back(input(g, Dim{1, 6}, rng.uniform(6)) * eb);
+    for (std::int64_t row : {1, 3, 3, 7})
+      terms.push_back(input(g, Dim{1, 4}, rng.uniform(4)) * lookup(g, emb, row));
+    return sum(terms);
+  }
+  std::vector<float> all_values() {
+    m.copy_to_host();
+    std::vector<float> v;
+    for (Parameter p : {w, b}) v.insert(v.end(), p.values().begin(), p.values().end());
+    for (std::int64_t r = 0; r < emb.size(); ++r)
+      v.insert(v.end(), emb.values(r).begin(), emb.values(r).end());
+    return v;
+  }
+  Model m;
+  Parameter w, b;
+  LookupParameter emb;
+};
+
+void expect_trainers_agree(const std::function<std::unique_ptr<Trainer>(Model&)>& make) {
+  Rng rng;
+  const std::uint64_t seed = rng.gen()(), data_seed = rng.gen()();
+  TrainerCase host(seed), device(seed);
+  const std::unique_ptr<Trainer> host_trainer = make(host.m), device_trainer = make(device.m);
+  CpuExecutor cpu;
+  GpuAutobatchExecutor gpu;
+  Rng host_rng, device_rng;  // the same inputs on both sides
+  host_rng.gen().seed(data_seed);
+  device_rng.gen().seed(data_seed);
+  constexpr int kSteps = 4;
+  for (int step = 0; step < kSteps; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    Graph gh, gd;
+    const Expr lh = host.build(gh, host_rng), ld = device.build(gd, device_rng);
+    cpu.forward(gh, lh);
+    cpu.backward(gh, lh);
+    host_trainer->update();
+    gpu.forward(gd, ld);
+    gpu.backward(gd, ld);
+    device_trainer->update();
+    EXPECT_TRUE(device.m.on_device());
+    const std::vector<float> want = host.all_values(), got = device.all_values();
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-6 * std::fabs(want[i]) + 1e-12) << "element " << i;
+    // The device update cleared the gradients and touched rows.
+    device.m.copy_to_host();
+    EXPECT_TRUE(device.emb.touched_rows().empty());
+    for (float x : device.w.gradients()) ASSERT_EQ(x, 0.0f);
+  }
+}
+
+TEST(GpuTrainers, SgdWithMomentumAndWeightDecayMatchesHost) {
+  PRNN_REQUIRE_GPU();
+  expect_trainers_agree(
+      [](Model& m) { return std::make_unique<SimpleSgdTrainer>(m, 0.1, 0.9, 0.01); });
+}
+
+TEST(GpuTrainers, PlainSgdMatchesHost) {
+  PRNN_REQUIRE_GPU();
+  expect_trainers_agree([](Model& m) { return std::make_unique<SimpleSgdTrainer>(m, 0.05); });
+}
+
+TEST(GpuTrainers, AdamMatchesHost) {
+  PRNN_REQUIRE_GPU();
+  expect_trainers_agree([](Model& m) { return std::make_unique<AdamTrainer>(m, 1e-2); });
+}
+
+// Training the Tree-LSTM on the GPU tracks the host: a few Adam steps on the same batches give
+// losses within 1e-3 relative (fp32 summation orders differ, and Adam amplifies the differences
+// of tiny gradients a little), and the loss falls.
+TEST(GpuTrainers, TreeLstmTrainingTracksTheHost) {
+  PRNN_REQUIRE_GPU();
+  Rng rng;
+  const std::uint64_t seed = rng.gen()();
+  TreeFixture host(seed), device(seed);
+  AdamTrainer th(host.m, 1e-2), td(device.m, 1e-2);
+  CpuExecutor cpu;
+  GpuAutobatchExecutor gpu;
+  std::vector<double> lh, ld;
+  constexpr int kSteps = 6;
+  for (int step = 0; step < kSteps; ++step) {
+    Graph gh, gd;
+    const Expr a = host.build(gh, 0, 8), b = device.build(gd, 0, 8);
+    cpu.forward(gh, a);
+    cpu.backward(gh, a);
+    th.update();
+    gpu.forward(gd, b);
+    gpu.backward(gd, b);
+    td.update();
+    lh.push_back(cpu.scalar(a));
+    ld.push_back(gpu.scalar(b));
+  }
+  for (int step = 0; step < kSteps; ++step)
+    EXPECT_NEAR(ld[sz(step)], lh[sz(step)], 1e-3 * std::fabs(lh[sz(step)])) << "step " << step;
+  EXPECT_LT(ld.back(), ld.front());
+}
+
+TEST(GpuExecutors, DeviceTimesAreReported) {
+  PRNN_REQUIRE_GPU();
+  Rng rng;
+  TreeFixture f(rng.gen()());
+  Graph g;
+  const Expr loss = f.build(g, 0, 4);
+  GpuAutobatchExecutor ab;
+  ab.forward(g, loss);
+  ab.backward(g, loss);
+  const DeviceTimes t = ab.device_times();
+  EXPECT_GT(t.forward_seconds, 0.0);
+  EXPECT_GT(t.backward_seconds, 0.0);
+  EXPECT_GT(t.forward_launches, 0u);
+  EXPECT_EQ(ab.stats().nodes, sz(loss.id) + 1);
+  GpuExecutor pn;
+  pn.forward(g, loss);
+  // Per node at least as many launches as the batched plan issues (batching merges them).
+  EXPECT_GT(pn.device_times().forward_launches, ab.device_times().forward_launches);
+}
+
+}  // namespace
+}  // namespace prnn::graph
