@@ -73,16 +73,20 @@ std::int64_t rnn_param_count(const RnnDesc& desc);
 //                direction runs every step with W_hh held in registers across the SMs, the h
 //                exchange between SMs doubling as the step's only synchronization
 //                (src/persistent/); backward data the same with W_hhᵀ in reverse time, backward
-//                weights as GEMMs over all T·B rows. Vanilla cells, f32, H up to what the
-//                registers hold (prnn plan says); every wait is bounded (a timeout surfaces as
-//                RuntimeError from check() or the next call).
+//                weights as GEMMs over all T·B rows. Every cell; H up to what the registers hold
+//                (prnn plan says; fp32 on chip: vanilla 2304, GRU 1152, LSTM 1056 on 132 SMs);
+//                every wait is bounded (a timeout surfaces as RuntimeError from check() or the
+//                next call).
 //   GemmPerStep  the GEMM-RNN baseline (src/gemm_rnn/): W_ih·x for all T in one cuBLAS GEMM, then
-//                per step one GEMM h_{t-1}·W_hhᵀ and a fused bias + activation kernel, the step
+//                per step one GEMM h_{t-1}·W_hhᵀ and a fused bias + gate-math kernel, the step
 //                loop captured once into a CUDA graph and replayed; backward data per step in
-//                reverse, backward weights as GEMMs over all T·B rows. Vanilla cells, f32.
+//                reverse, backward weights as GEMMs over all T·B rows. Every cell.
 //   Reference    the CPU reference (src/reference/rnn.h), host tensors, f32 or f64.
 //   Auto         host tensors: Reference; device tensors: Persistent when it can run the
 //                problem, else GemmPerStep; reason() says which and why.
+// Device dtypes: f32, and f16 / bf16 tensors (weights, data and states alike) with fp32 math: the
+// 16-bit tensors are converted to fp32 on the way in and rounded (to nearest even) on the way
+// out; on chip the weights are held in fp32.
 enum class RnnAlgo : std::uint8_t { Auto, Persistent, GemmPerStep, Reference };
 
 const char* to_string(RnnAlgo a);

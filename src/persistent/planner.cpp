@@ -21,9 +21,8 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
   t.gates = gates;
   const std::int64_t h_records = (hidden + kUnitsPerRecord - 1) / kUnitsPerRecord;
   t.records = (gates * hidden + kUnitsPerRecord - 1) / kUnitsPerRecord;
-  if (weights != DType::F32) {
-    t.reason = fmt::format("the persistent kernels take f32 weights so far, got {}",
-                           to_string(weights));
+  if (weights == DType::F64) {
+    t.reason = "the persistent kernels take f32, f16 or bf16 weights, got f64";
     return t;
   }
   const int want_bc = wanted_batch_chunk(batch);

@@ -75,8 +75,8 @@ struct Tiling {
 };
 
 // Picks the shape for a cell of `gates` gates (1, 3 or 4), hidden size H and batch B on a GPU
-// with `sm_count` SMs (one CTA per SM). Only fp32 weights have kernels so far; other dtypes
-// return shape -1 with the reason.
+// with `sm_count` SMs (one CTA per SM). f16 / bf16 weights are held in fp32 on chip (the same
+// shapes); f64 returns shape -1 with the reason.
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights);
 
 }  // namespace prnn::persistent

@@ -17,6 +17,7 @@
 
 #if PRNN_WITH_CUDA
 #include "core/cuda_check.h"
+#include "core/device_convert.h"
 #include "gemm_rnn/gemm_rnn.h"
 #endif
 
@@ -65,11 +66,6 @@ T* out_or_null(const TensorView& t) {
   return t.empty() ? nullptr : t.data_as<T>();
 }
 
-#if PRNN_WITH_CUDA
-const float* f32_or_null(const TensorView& t) { return ptr_or_null<float>(t); }
-float* f32_out_or_null(const TensorView& t) { return out_or_null<float>(t); }
-#endif
-
 }  // namespace
 
 struct Rnn::Impl {
@@ -90,6 +86,30 @@ struct Rnn::Impl {
 
 #if PRNN_WITH_CUDA
   std::unique_ptr<gemm_rnn::GemmRnn> gemm;
+  // 16-bit tensors: the fp32 device copies the layer driver runs on, converted on the way in and
+  // out (fp32 math throughout; the 16-bit values are exactly representable in fp32).
+  struct Staging {
+    DeviceBuffer x, params, h0, c0, y, hn, cn, dy, dhn, dcn, dx, dh0, dc0, dparams;
+  };
+  std::unique_ptr<Staging> staging;
+
+  // The fp32 pointer the driver reads for input t: t itself (f32), its converted copy in
+  // `buf` (16-bit), or null (empty).
+  const float* in32(const TensorView& t, DeviceBuffer& buf, cudaStream_t stream) const {
+    if (t.empty()) return nullptr;
+    if (t.dtype() == DType::F32) return t.data_as<const float>();
+    convert_on_device(t.data(), t.dtype(), buf.data(), DType::F32, t.numel(), stream);
+    return buf.data_as<const float>();
+  }
+  // The fp32 pointer the driver writes output t to; out_done() converts it into t afterwards.
+  static float* out32(const TensorView& t, DeviceBuffer& buf) {
+    if (t.empty()) return nullptr;
+    return t.dtype() == DType::F32 ? t.data_as<float>() : buf.data_as<float>();
+  }
+  static void out_done(const TensorView& t, const DeviceBuffer& buf, cudaStream_t stream) {
+    if (t.empty() || t.dtype() == DType::F32) return;
+    convert_on_device(buf.data(), DType::F32, t.data(), t.dtype(), t.numel(), stream);
+  }
 #endif
 
   DType dtype() const { return desc.weight_dtype; }
@@ -185,6 +205,16 @@ Rnn::Rnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, Device dev
                                                s.algo == RnnAlgo::Persistent
                                                    ? gemm_rnn::Recurrence::Persistent
                                                    : gemm_rnn::Recurrence::PerStepGemm);
+  if (desc.weight_dtype != DType::F32) {
+    auto f32 = [](const Shape& shape) {
+      return DeviceBuffer(static_cast<std::size_t>(shape.numel()) * sizeof(float));
+    };
+    const Shapes& sh = s.shapes;
+    s.staging = std::make_unique<Impl::Staging>(Impl::Staging{
+        f32(sh.x), f32(sh.params), f32(sh.state), f32(sh.state), f32(sh.y), f32(sh.state),
+        f32(sh.state), f32(sh.y), f32(sh.state), f32(sh.state), f32(sh.x), f32(sh.state),
+        f32(sh.state), f32(sh.params)});
+  }
 #endif
 }
 
@@ -272,15 +302,31 @@ void Rnn::forward(const TensorView& x, const TensorView& params, const TensorVie
     return;
   }
 #if PRNN_WITH_CUDA
-  gemm_rnn::ForwardArgs a;
-  a.x = x.data_as<const float>();
-  a.params = params.data_as<const float>();
-  a.h0 = f32_or_null(h0);
-  a.c0 = f32_or_null(c0);
-  a.y = y.data_as<float>();
-  a.hn = f32_out_or_null(hn);
-  a.cn = f32_out_or_null(cn);
-  s.gemm->forward(a, stream);
+  Impl::Staging* st = s.staging.get();
+  if (st == nullptr) {
+    gemm_rnn::ForwardArgs a;
+    a.x = x.data_as<const float>();
+    a.params = params.data_as<const float>();
+    a.h0 = ptr_or_null<float>(h0);
+    a.c0 = ptr_or_null<float>(c0);
+    a.y = y.data_as<float>();
+    a.hn = out_or_null<float>(hn);
+    a.cn = out_or_null<float>(cn);
+    s.gemm->forward(a, stream);
+  } else {
+    gemm_rnn::ForwardArgs a;
+    a.x = s.in32(x, st->x, stream);
+    a.params = s.in32(params, st->params, stream);
+    a.h0 = s.in32(h0, st->h0, stream);
+    a.c0 = s.in32(c0, st->c0, stream);
+    a.y = Impl::out32(y, st->y);
+    a.hn = Impl::out32(hn, st->hn);
+    a.cn = Impl::out32(cn, st->cn);
+    s.gemm->forward(a, stream);
+    Impl::out_done(y, st->y, stream);
+    Impl::out_done(hn, st->hn, stream);
+    Impl::out_done(cn, st->cn, stream);
+  }
   s.have_forward = true;
 #else
   (void)stream;
@@ -310,15 +356,31 @@ void Rnn::backward_data(const TensorView& params, const TensorView& dy, const Te
     return;
   }
 #if PRNN_WITH_CUDA
-  gemm_rnn::BackwardDataArgs a;
-  a.params = params.data_as<const float>();
-  a.dy = dy.data_as<const float>();
-  a.dhn = f32_or_null(dhn);
-  a.dcn = f32_or_null(dcn);
-  a.dx = f32_out_or_null(dx);
-  a.dh0 = f32_out_or_null(dh0);
-  a.dc0 = f32_out_or_null(dc0);
-  s.gemm->backward_data(a, stream);
+  Impl::Staging* st = s.staging.get();
+  if (st == nullptr) {
+    gemm_rnn::BackwardDataArgs a;
+    a.params = params.data_as<const float>();
+    a.dy = dy.data_as<const float>();
+    a.dhn = ptr_or_null<float>(dhn);
+    a.dcn = ptr_or_null<float>(dcn);
+    a.dx = out_or_null<float>(dx);
+    a.dh0 = out_or_null<float>(dh0);
+    a.dc0 = out_or_null<float>(dc0);
+    s.gemm->backward_data(a, stream);
+  } else {
+    gemm_rnn::BackwardDataArgs a;
+    a.params = s.in32(params, st->params, stream);
+    a.dy = s.in32(dy, st->dy, stream);
+    a.dhn = s.in32(dhn, st->dhn, stream);
+    a.dcn = s.in32(dcn, st->dcn, stream);
+    a.dx = Impl::out32(dx, st->dx);
+    a.dh0 = Impl::out32(dh0, st->dh0);
+    a.dc0 = Impl::out32(dc0, st->dc0);
+    s.gemm->backward_data(a, stream);
+    Impl::out_done(dx, st->dx, stream);
+    Impl::out_done(dh0, st->dh0, stream);
+    Impl::out_done(dc0, st->dc0, stream);
+  }
   s.have_backward_data = true;
 #else
   (void)stream;
@@ -356,11 +418,20 @@ void Rnn::backward_weights(const TensorView& x, const TensorView& h0, const Tens
     return;
   }
 #if PRNN_WITH_CUDA
+  Impl::Staging* st = s.staging.get();
   gemm_rnn::BackwardWeightsArgs a;
-  a.x = x.data_as<const float>();
-  a.h0 = f32_or_null(h0);
-  a.dparams = dparams.data_as<float>();
-  s.gemm->backward_weights(a, stream);
+  if (st == nullptr) {
+    a.x = x.data_as<const float>();
+    a.h0 = ptr_or_null<float>(h0);
+    a.dparams = dparams.data_as<float>();
+    s.gemm->backward_weights(a, stream);
+  } else {
+    a.x = s.in32(x, st->x, stream);
+    a.h0 = s.in32(h0, st->h0, stream);
+    a.dparams = Impl::out32(dparams, st->dparams);
+    s.gemm->backward_weights(a, stream);
+    Impl::out_done(dparams, st->dparams, stream);
+  }
 #else
   (void)stream;
 #endif

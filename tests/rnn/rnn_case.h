@@ -20,6 +20,7 @@ struct RnnCase {
   std::int64_t T = 1, B = 1, I = 1, H = 1, L = 1;
   bool bidirectional = false;
   bool with_state = true;  // h0, hn, dhn, dh0 (c0, cn, dcn, dc0 for LSTM) given, else empty
+  DType dtype = DType::F32;  // of every tensor (the inputs are rounded to it)
 
   RnnDesc desc() const {
     RnnDesc d;
@@ -28,13 +29,14 @@ struct RnnCase {
     d.hidden_size = H;
     d.layers = L;
     d.direction = bidirectional ? Direction::Bidirectional : Direction::Unidirectional;
-    d.weight_dtype = DType::F32;
+    d.weight_dtype = dtype;
     return d;
   }
   std::string name() const {
     return std::string(to_string(cell)) + "_T" + std::to_string(T) + "_B" + std::to_string(B) +
            "_I" + std::to_string(I) + "_H" + std::to_string(H) + "_L" + std::to_string(L) +
-           (bidirectional ? "_bi" : "_uni") + (with_state ? "" : "_nostate");
+           (bidirectional ? "_bi" : "_uni") + (with_state ? "" : "_nostate") +
+           (dtype == DType::F32 ? "" : std::string("_") + to_string(dtype));
   }
   std::int64_t D() const { return bidirectional ? 2 : 1; }
   std::size_t x_size() const { return static_cast<std::size_t>(T * B * I); }
@@ -64,8 +66,12 @@ struct RnnData {
   std::vector<double> y, hn, cn, dx, dh0, dc0, dparams;
 };
 
-inline void round_to_f32(std::vector<double>& v) {
-  for (double& e : v) e = static_cast<double>(static_cast<float>(e));
+// Rounds every element to `dtype` (f32, f16 or bf16; round to nearest even) and back.
+inline void round_to(std::vector<double>& v, DType dtype) {
+  if (dtype == DType::F64 || v.empty()) return;
+  std::vector<std::uint16_t> bits(v.size() * 2);  // room for f32 too
+  convert(v.data(), DType::F64, bits.data(), dtype, v.size());
+  convert(bits.data(), dtype, v.data(), DType::F64, v.size());
 }
 
 inline std::vector<double> uniform(std::mt19937_64& gen, std::size_t n, double lo = -1.0,
@@ -134,7 +140,7 @@ inline RnnData make_rnn_inputs(const RnnCase& c, std::uint64_t seed) {
       s.dcn = uniform(gen, c.state_size());
     }
   }
-  for (auto* v : {&s.x, &s.params, &s.h0, &s.c0, &s.dy, &s.dhn, &s.dcn}) round_to_f32(*v);
+  for (auto* v : {&s.x, &s.params, &s.h0, &s.c0, &s.dy, &s.dhn, &s.dcn}) round_to(*v, c.dtype);
   return s;
 }
 

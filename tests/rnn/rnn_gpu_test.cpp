@@ -11,7 +11,7 @@
 // Every case runs three times (fresh, same pointers again, other output buffers); the three must
 // agree bit for bit (deterministic).
 // Tolerance: relative L2 error ≤ 1e-5 (fp32 tensors and math, no TF32, vs the double reference
-// on the same fp32-rounded inputs), for every output and every parameter block (a block of
+// on the same fp32-rounded inputs; f16 / bf16 tensors: ≤ 1e-2 on 16-bit-rounded inputs), for every output and every parameter block (a block of
 // fewer than 16 elements against its layer direction's gradient norm: see kMinBlock). The relu and
 // clipped-relu data keep pre-activations away from the kinks (rnn_case.h says why), so the bound
 // holds at H = 1537, T = 333 too.
@@ -50,6 +50,16 @@ using test::RnnCase;
 using test::RnnData;
 
 constexpr double kTolF32 = 1e-5;
+constexpr double kTol16 = 1e-2;  // f16 / bf16 tensors: fp32 math, the outputs rounded to 16 bits
+
+// The tolerance of the check running now: kTolF32 but inside a 16-bit MatchesReference case.
+double g_tol = kTolF32;
+struct ToleranceScope {
+  explicit ToleranceScope(double tol) { g_tol = tol; }
+  ~ToleranceScope() { g_tol = kTolF32; }
+  ToleranceScope(const ToleranceScope&) = delete;
+  ToleranceScope& operator=(const ToleranceScope&) = delete;
+};
 
 std::vector<RnnCase> cases() {
   struct Shape5 {
@@ -93,6 +103,12 @@ std::vector<RnnCase> cases() {
   v.push_back({Cell::GRU, 50, 3, 24, 1152, 1, false, true});   // the largest fp32 GRU on chip
   v.push_back({Cell::LSTM, 50, 3, 24, 1056, 1, false, true});  // the largest fp32 LSTM on chip
   v.push_back({Cell::LSTM, 20, 16, 8, 1024, 1, false, true});  // B = 16
+  // 16-bit tensors (fp32 math inside).
+  for (DType t : {DType::BF16, DType::F16})
+    for (Cell cell : {Cell::ReLU, Cell::GRU, Cell::LSTM}) {
+      v.push_back({cell, 50, 5, 24, 515, 2, true, true, t});
+      v.push_back({cell, 100, 4, 32, 1024, 1, false, true, t});
+    }
   return v;
 }
 
@@ -160,31 +176,37 @@ const RnnData& reference_of(const RnnCase& c) {
   return it->second.get();
 }
 
-// An f32 device tensor of n elements.
+// A device tensor of n elements of `dtype`.
 struct DevTensor {
   DeviceBuffer buf;
   std::size_t n = 0;
+  DType dtype = DType::F32;
   TensorView view(const Shape& shape) const {
-    return n == 0 ? TensorView() : TensorView(buf.data(), DType::F32, shape, Device::cuda(0));
+    return n == 0 ? TensorView() : TensorView(buf.data(), dtype, shape, Device::cuda(0));
   }
 };
 
-DevTensor poisoned(std::size_t n) {
-  DevTensor t{DeviceBuffer(std::max<std::size_t>(n, 1) * sizeof(float)), n};
+DevTensor poisoned(std::size_t n, DType dtype = DType::F32) {
+  DevTensor t{DeviceBuffer(std::max<std::size_t>(n, 1) * size_of(dtype)), n, dtype};
   t.buf.fill_bytes(0xFF);
   return t;
 }
 
-DevTensor upload(const std::vector<double>& v) {
-  DevTensor t = poisoned(v.size());
-  const std::vector<float> f(v.begin(), v.end());
-  t.buf.copy_from_host(f.data(), f.size() * sizeof(float));
+// v (already representable in dtype) on the device in dtype.
+DevTensor upload(const std::vector<double>& v, DType dtype = DType::F32) {
+  DevTensor t = poisoned(v.size(), dtype);
+  std::vector<std::byte> bits(v.size() * size_of(dtype));
+  convert(v.data(), DType::F64, bits.data(), dtype, v.size());
+  t.buf.copy_from_host(bits.data(), bits.size());
   return t;
 }
 
+// t's values as floats (exact for f32, f16 and bf16).
 std::vector<float> download(const DevTensor& t) {
+  std::vector<std::byte> bits(t.n * size_of(t.dtype));
+  t.buf.copy_to_host(bits.data(), bits.size());
   std::vector<float> f(t.n);
-  t.buf.copy_to_host(f.data(), f.size() * sizeof(float));
+  convert(bits.data(), t.dtype, f.data(), DType::F32, t.n);
   return f;
 }
 
@@ -197,7 +219,7 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
   char text[32];
   std::snprintf(text, sizeof(text), "%.3e", err);
   ::testing::Test::RecordProperty("err_" + what, text);
-  EXPECT_LE(err, kTolF32) << what;
+  EXPECT_LE(err, g_tol) << what;
 }
 
 // A parameter block of fewer than kMinBlock elements is a handful of sums over T·B terms, each
@@ -215,8 +237,11 @@ void expect_close_within(const std::vector<float>& got, const std::vector<double
     diff += d * d;
     norm += want[i] * want[i];
   }
-  const double err = std::sqrt(diff) / std::max(std::sqrt(norm), scale);
-  EXPECT_TRUE(err <= kTolF32) << what << ": error " << err << " against the layer direction's "
+  // An exact match is error 0 even where the whole gradient is 0 (relu data can leave a layer
+  // direction without a single active unit); any difference from a zero gradient fails.
+  const double denom = std::max(std::sqrt(norm), scale);
+  const double err = diff == 0.0 ? 0.0 : denom > 0.0 ? std::sqrt(diff) / denom : HUGE_VAL;
+  EXPECT_TRUE(err <= g_tol) << what << ": error " << err << " against the layer direction's "
                               << "gradient norm " << scale;
 }
 
@@ -229,8 +254,10 @@ struct Outputs {
 Outputs fresh_outputs(const RnnCase& c) {
   const std::size_t states = c.with_state ? c.state_size() : 0;
   const std::size_t cells = has_cell_state(c.cell) ? states : 0;
-  return {poisoned(c.y_size()), poisoned(states), poisoned(cells),       poisoned(c.x_size()),
-          poisoned(states),     poisoned(cells),  poisoned(c.param_size())};
+  const DType t = c.dtype;
+  return {poisoned(c.y_size(), t), poisoned(states, t), poisoned(cells, t),
+          poisoned(c.x_size(), t), poisoned(states, t), poisoned(cells, t),
+          poisoned(c.param_size(), t)};
 }
 
 void poison(Outputs& o) {
@@ -243,9 +270,9 @@ struct Inputs {
   DevTensor x, params, h0, c0, dy, dhn, dcn;
 };
 
-Inputs upload_inputs(const RnnData& s) {
-  return {upload(s.x), upload(s.params), upload(s.h0), upload(s.c0),
-          upload(s.dy), upload(s.dhn),   upload(s.dcn)};
+Inputs upload_inputs(const RnnData& s, DType t) {
+  return {upload(s.x, t),  upload(s.params, t), upload(s.h0, t), upload(s.c0, t),
+          upload(s.dy, t), upload(s.dhn, t),    upload(s.dcn, t)};
 }
 
 // forward, backward_data, backward_weights of `rnn` on `in` into `o`.
@@ -268,7 +295,8 @@ TEST_P(RnnGpu, MatchesReference) {
 
   Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), GetParam().algo);
   ASSERT_EQ(rnn.algo(), GetParam().algo) << rnn.reason();
-  const Inputs in = upload_inputs(s);
+  const Inputs in = upload_inputs(s, c.dtype);
+  const ToleranceScope tolerance(c.dtype == DType::F32 ? kTolF32 : kTol16);
 
   auto run = [&](Outputs& o) {
     run_all(rnn, c, in, o);
@@ -347,7 +375,7 @@ TEST_P(RnnGrid, PersistentMatchesGemmPerStep) {
   const GridCase& g = GetParam();
   const RnnCase c{g.cell, g.T, g.B, 17, g.H, 1, false, true};
   const RnnData s = test::make_rnn_inputs(c, seed_of(c));
-  const Inputs in = upload_inputs(s);
+  const Inputs in = upload_inputs(s, c.dtype);
   std::vector<std::vector<float>> got[2];
   int k = 0;
   for (RnnAlgo algo : {RnnAlgo::GemmPerStep, RnnAlgo::Persistent}) {
