@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Plot the CSV of `prnn bench rnn` (suite rnn) as PNGs.
+"""Plot the CSV of `prnn bench rnn|lstm|gru` (suites rnn, lstm, gru; PyTorch rows of
+scripts/bench_torch_rnn.py too, e.g. the CSV of scripts/bench-rnn-cells.sh) as PNGs.
 
   python3 scripts/plot_rnn.py CSV OUTDIR
 
@@ -21,9 +22,10 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 import numpy as np  # noqa: E402
 
 METRICS = [("fwd_us_per_step", "forward"), ("fwdbwd_us_per_step", "forward + backward")]
+SUITES = ("rnn", "lstm", "gru")
 FLOOR_IMPL = "cuda-grid_sync"
 IMPL_ORDER = ["prnn-persistent", "prnn-gemm_per_step", "cudnn-standard", "cudnn-persist_static",
-              "cudnn-persist_dynamic"]
+              "cudnn-persist_dynamic", "torch-lstm", "torch-gru", "torch-relu", "torch-tanh"]
 MAX_LABELLED_TICKS = 12  # more points than this: label powers of two only
 
 
@@ -42,10 +44,10 @@ def impl_key(impl):
 
 
 def collect(rows):
-    """(case dict, impl, metric) -> value for the rnn timing rows; the grid-sync floor in µs."""
+    """(case dict, impl, metric) -> value for the timing rows; the grid-sync floor in µs."""
     values, floor = {}, None
     for r in rows:
-        if r.get("suite") != "rnn":
+        if r.get("suite") not in SUITES:
             continue
         if r["impl"] == FLOOR_IMPL and r["metric"] == "us_per_sync":
             floor = float(r["value"])
@@ -112,7 +114,7 @@ def main():
     csv_path, outdir = sys.argv[1], sys.argv[2]
     values, floor = collect(read_rows(csv_path))
     if not values:
-        sys.exit(f"{csv_path}: no rnn fwd_us_per_step / fwdbwd_us_per_step rows")
+        sys.exit(f"{csv_path}: no rnn/lstm/gru fwd_us_per_step / fwdbwd_us_per_step rows")
     os.makedirs(outdir, exist_ok=True)
     written = []
     for axis, prefix, other in (("B", "rnn_batch", "T"), ("T", "rnn_steps", "B")):

@@ -10,7 +10,7 @@ void run_cudnn_rnn_bench(const CudnnRnnBenchOptions&, const BenchSink&) {
   throw Unsupported("prnn bench cudnn-rnn", "prnn was built without CUDA (PRNN_CUDA=OFF)");
 }
 void run_rnn_bench(const RnnBenchOptions&, const BenchSink&) {
-  throw Unsupported("prnn bench rnn", "prnn was built without CUDA (PRNN_CUDA=OFF)");
+  throw Unsupported("prnn bench rnn/lstm/gru", "prnn was built without CUDA (PRNN_CUDA=OFF)");
 }
 void run_layers_bench(const LayersBenchOptions&, const BenchSink&) {
   throw Unsupported("prnn bench layers", "prnn was built without CUDA (PRNN_CUDA=OFF)");
