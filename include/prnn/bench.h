@@ -120,7 +120,7 @@ struct LayersBenchOptions {
 void run_layers_bench(const LayersBenchOptions& options, const BenchSink& sink);
 
 // `prnn bench graph` (suite graph): training throughput of the dynamic-graph models of
-// prnn/models.h per executor. Host-only, timed with std::chrono (no GPU needed). A measurement is
+// prnn/models.h per executor, timed with std::chrono (the CPU executors need no GPU). A measurement is
 // one epoch over the first `sentences` training sentences (SST trees or WikiNER sentences, the
 // vocabulary is theirs), Adam, seed 1, no dev pass; the model is built afresh for every pass, so
 // every pass computes the same losses. Per case model=<m>;hidden=<H>;batch=<B> (E = H; the taggers'
@@ -134,12 +134,15 @@ void run_layers_bench(const LayersBenchOptions& options, const BenchSink& sink);
 //   nodes_per_batch    graph nodes per autobatch                              nodes
 //   train_loss         mean loss per loss term of the pass, the same for every nats
 //                      executor up to summation order (a check, not a timing)
-// batches_per_graph and nodes_per_batch only for the autobatch executors. GPU executors join
-// kGraphBenchImpls (and the table in src/models/graph_bench.cpp) as further impls.
+//   gpu_us_per_batch   device time of forward + backward per mini-batch,       us
+//                      CUDA events (GPU executors only; graph::DeviceTimes)
+// batches_per_graph and nodes_per_batch only for the autobatch executors. The prnn-*gpu* impls
+// need a GPU; with `impls` empty they run only when one is present.
 inline constexpr const char* kGraphBenchModels[] = {
     "tree-lstm", "bilstm-tagger", "rvnn", "td-rnn", "td-lstm", "bilstm-char-tagger"};
-inline constexpr const char* kGraphBenchImpls[] = {"prnn-cpu", "prnn-autobatch-cpu-depth",
-                                                   "prnn-autobatch-cpu-agenda"};
+inline constexpr const char* kGraphBenchImpls[] = {
+    "prnn-cpu",  "prnn-autobatch-cpu-depth", "prnn-autobatch-cpu-agenda",
+    "prnn-gpu", "prnn-autobatch-gpu-depth", "prnn-autobatch-gpu-agenda"};
 
 struct GraphBenchOptions {
   std::vector<std::string> models{"tree-lstm", "bilstm-tagger"};  // from kGraphBenchModels

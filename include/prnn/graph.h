@@ -425,6 +425,14 @@ class GpuAutobatchExecutor final : public Executor {
   std::unique_ptr<State> state_;
 };
 
+// Executors by name, for command lines and benchmarks: "cpu" (CpuExecutor, fp32),
+// "cpu-autobatch" (AutobatchExecutor, agenda), "cpu-autobatch-depth", "gpu" (GpuExecutor),
+// "gpu-autobatch" (GpuAutobatchExecutor, agenda), "gpu-autobatch-depth". Throws
+// InvalidArgument for another name, Unsupported for a GPU executor without CUDA or a GPU.
+inline constexpr const char* kExecutorNames[] = {"cpu", "cpu-autobatch", "cpu-autobatch-depth",
+                                                 "gpu", "gpu-autobatch", "gpu-autobatch-depth"};
+std::unique_ptr<Executor> make_executor(const std::string& name);
+
 // ---- Trainers ----------------------------------------------------------------------------------
 
 class Trainer {

@@ -1,5 +1,5 @@
 // `prnn bench graph` (contract in prnn/bench.h): training throughput of the dynamic-graph models
-// per executor, host wall clock. A pass trains one epoch from a fresh model; the per-batch timings
+// per executor, host wall clock; GPU executors add their device time (CUDA events). A pass trains one epoch from a fresh model; the per-batch timings
 // come from models::BatchProgress, the planning time and batch counts from AutobatchStats.
 #include <fmt/format.h>
 
@@ -15,6 +15,7 @@
 #include "core/check.h"
 #include "prnn/bench.h"
 #include "prnn/data.h"
+#include "prnn/device.h"
 #include "prnn/graph.h"
 #include "prnn/models.h"
 
@@ -38,10 +39,34 @@ const std::vector<ImplEntry>& impl_table() {
        [] { return std::make_unique<graph::AutobatchExecutor>(graph::BatchStrategy::Depth); }},
       {"prnn-autobatch-cpu-agenda",
        [] { return std::make_unique<graph::AutobatchExecutor>(graph::BatchStrategy::Agenda); }},
+      {"prnn-gpu", [] { return std::make_unique<graph::GpuExecutor>(); }},
+      {"prnn-autobatch-gpu-depth",
+       [] { return std::make_unique<graph::GpuAutobatchExecutor>(graph::BatchStrategy::Depth); }},
+      {"prnn-autobatch-gpu-agenda",
+       [] { return std::make_unique<graph::GpuAutobatchExecutor>(graph::BatchStrategy::Agenda); }},
   };
   return table;
 }
-static_assert(std::size(kGraphBenchImpls) == 3, "kGraphBenchImpls and impl_table() must agree");
+static_assert(std::size(kGraphBenchImpls) == 6, "kGraphBenchImpls and impl_table() must agree");
+
+bool is_gpu_impl(const std::string& name) {
+  return name.find("gpu") != std::string::npos;
+}
+
+// Device time of the executor's last forward + backward (0 for the CPU executors).
+double device_seconds(const graph::Executor& ex) {
+  graph::DeviceTimes t;
+  if (const auto* g = dynamic_cast<const graph::GpuExecutor*>(&ex)) t = g->device_times();
+  if (const auto* g = dynamic_cast<const graph::GpuAutobatchExecutor*>(&ex)) t = g->device_times();
+  return t.forward_seconds + t.backward_seconds;
+}
+
+// Planning statistics of an autobatching executor, host or GPU; null for the others.
+const graph::AutobatchStats* autobatch_stats(const graph::Executor& ex) {
+  if (const auto* a = dynamic_cast<const graph::AutobatchExecutor*>(&ex)) return &a->stats();
+  if (const auto* a = dynamic_cast<const graph::GpuAutobatchExecutor*>(&ex)) return &a->stats();
+  return nullptr;
+}
 
 // ---- Data ---------------------------------------------------------------------------------------
 
@@ -175,13 +200,14 @@ struct PassMetrics {
   double exec_us_per_batch = 0.0;
   double batches_per_graph = 0.0;
   double nodes_per_batch = 0.0;
+  double gpu_us_per_batch = 0.0;
   double train_loss = 0.0;
 };
 
 PassMetrics measure_pass(const TrainFn& train, std::int64_t hidden, std::int64_t batch,
                          graph::Executor& ex) {
-  auto* autobatch = dynamic_cast<graph::AutobatchExecutor*>(&ex);
-  double build = 0.0, plan = 0.0, exec = 0.0;
+  const bool autobatch = autobatch_stats(ex) != nullptr;
+  double build = 0.0, plan = 0.0, exec = 0.0, device = 0.0;
   std::int64_t nodes = 0, graphs = 0;
   std::size_t planned_nodes = 0, autobatches = 0;
   models::TrainCallbacks cb;
@@ -190,8 +216,9 @@ PassMetrics measure_pass(const TrainFn& train, std::int64_t hidden, std::int64_t
     exec += p.execute_seconds;
     nodes += p.batch_nodes;
     ++graphs;
-    if (autobatch != nullptr) {
-      const graph::AutobatchStats& s = autobatch->stats();
+    device += device_seconds(ex);
+    if (autobatch) {
+      const graph::AutobatchStats& s = *autobatch_stats(ex);
       plan += s.plan_seconds;
       planned_nodes += s.nodes;
       autobatches += s.batches;
@@ -214,6 +241,7 @@ PassMetrics measure_pass(const TrainFn& train, std::int64_t hidden, std::int64_t
       static_cast<double>(autobatches) / static_cast<double>(std::max<std::int64_t>(graphs, 1));
   m.nodes_per_batch = static_cast<double>(planned_nodes) /
                       static_cast<double>(std::max<std::size_t>(autobatches, 1));
+  m.gpu_us_per_batch = 1e6 * device / static_cast<double>(std::max<std::int64_t>(graphs, 1));
   m.train_loss = e.train_loss;
   return m;
 }
@@ -239,7 +267,8 @@ void check_options(const GraphBenchOptions& o) {
   for (const std::string& i : o.impls)
     PRNN_EXPECT(contains(kGraphBenchImpls, i),
                 "bench graph: unknown impl '{}'; expected one of prnn-cpu, "
-                "prnn-autobatch-cpu-depth, prnn-autobatch-cpu-agenda",
+                "prnn-autobatch-cpu-depth, prnn-autobatch-cpu-agenda, prnn-gpu, "
+                "prnn-autobatch-gpu-depth, prnn-autobatch-gpu-agenda",
                 i);
   PRNN_EXPECT(!o.hidden.empty() && !o.batch.empty(), "bench graph: empty hidden or batch list");
   for (std::int64_t h : o.hidden)
@@ -275,8 +304,9 @@ void run_graph_bench(const GraphBenchOptions& options, const BenchSink& sink) {
         const std::string case_ = fmt::format("model={};hidden={};batch={}", model, hidden, batch);
         for (const ImplEntry& impl : impl_table()) {
           if (!options.impls.empty() && !contains(options.impls, impl.name)) continue;
+          if (options.impls.empty() && is_gpu_impl(impl.name) && device_count() == 0) continue;
           const std::unique_ptr<graph::Executor> ex = impl.make();
-          const bool autobatch = dynamic_cast<graph::AutobatchExecutor*>(ex.get()) != nullptr;
+          const bool autobatch = autobatch_stats(*ex) != nullptr;
           std::vector<PassMetrics> passes;
           for (int r = 0; r < options.repeats; ++r)
             passes.push_back(measure_pass(train, hidden, batch, *ex));
@@ -289,6 +319,8 @@ void run_graph_bench(const GraphBenchOptions& options, const BenchSink& sink) {
           if (tagger) emit("words_per_s", &PassMetrics::words_per_s, "words/s");
           emit("host_us_per_node", &PassMetrics::host_us_per_node, "us");
           emit("exec_us_per_batch", &PassMetrics::exec_us_per_batch, "us");
+          if (is_gpu_impl(impl.name))
+            emit("gpu_us_per_batch", &PassMetrics::gpu_us_per_batch, "us");
           if (autobatch) {
             emit("batches_per_graph", &PassMetrics::batches_per_graph, "batches");
             emit("nodes_per_batch", &PassMetrics::nodes_per_batch, "nodes");

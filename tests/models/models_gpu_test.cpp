@@ -6,10 +6,12 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "prnn/bench.h"
 #include "prnn/data.h"
 #include "prnn/device.h"
 #include "prnn/graph.h"
@@ -179,6 +181,25 @@ TEST(ModelsOnGpuPerNode, TreeLstmTrains) {
   graph::GpuAutobatchExecutor batched;
   const TrainReport b = models_under_test()[0].second(&batched);
   EXPECT_NEAR(l.front(), b.epochs.front().train_loss, 1e-3 * b.epochs.front().train_loss);
+}
+
+// `prnn bench graph` rows of the GPU executors carry the device time per mini-batch.
+TEST(GraphBenchOnGpu, GpuRowsReportDeviceTime) {
+  ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
+  GraphBenchOptions o;
+  o.models = {"tree-lstm"};
+  o.hidden = {8};
+  o.batch = {4};
+  o.sentences = 8;
+  o.repeats = 1;
+  o.sst_file = test_data("sst_dev_200.txt");
+  o.impls = {"prnn-gpu", "prnn-autobatch-gpu-depth", "prnn-autobatch-gpu-agenda"};
+  std::map<std::string, double> gpu_us;
+  run_graph_bench(o, [&](const BenchRow& r) {
+    if (r.metric == "gpu_us_per_batch") gpu_us[r.impl] = r.value;
+  });
+  ASSERT_EQ(gpu_us.size(), 3u);
+  for (const auto& [impl, us] : gpu_us) EXPECT_GT(us, 0.0) << impl;
 }
 
 }  // namespace

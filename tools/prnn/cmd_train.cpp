@@ -50,6 +50,7 @@ struct GraphModelOptions {
   std::string data;  // DIR holding sst/ and/or wikiner/
   std::string optimizer = "adam";
   std::int64_t min_count = 2;
+  std::string executor = "cpu";  // graph::make_executor's names
 };
 
 void add_training_options(CLI::App* cmd, models::TrainingOptions& t, GraphModelOptions& g) {
@@ -75,6 +76,12 @@ void add_training_options(CLI::App* cmd, models::TrainingOptions& t, GraphModelO
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--seed", t.seed, "Seed of the init and the shuffles")->capture_default_str();
+  cmd->add_option("--executor", g.executor,
+                  "cpu, cpu-autobatch, cpu-autobatch-depth, gpu (one kernel per node), "
+                  "gpu-autobatch or gpu-autobatch-depth")
+      ->check(CLI::IsMember({"cpu", "cpu-autobatch", "cpu-autobatch-depth", "gpu", "gpu-autobatch",
+                             "gpu-autobatch-depth"}))
+      ->capture_default_str();
   cmd->add_option("--min-count", g.min_count,
                   "Words seen fewer times in the (limited) training set become <unk>")
       ->check(CLI::PositiveNumber)
@@ -245,8 +252,9 @@ void run_tree_lstm_command(models::TreeLstmOptions o, const GraphModelOptions& g
   print_sst_data("Tree-LSTM sentiment (Tai et al. 2015, binary)", d, g);
   fmt::print("model: embedding {}, hidden {}, 5-class softmax, loss over {}; {}\n", o.embedding,
              o.hidden, models::to_string(o.loss), training_line(o.training));
+  const std::unique_ptr<graph::Executor> ex = graph::make_executor(g.executor);
   run_model(o.training, d, [&](const models::TrainCallbacks& cb) {
-    return models::train_tree_lstm(o, d.words, d.train, d.dev, cb);
+    return models::train_tree_lstm(o, d.words, d.train, d.dev, cb, ex.get());
   });
 }
 
@@ -260,8 +268,9 @@ void run_bilstm_tagger_command(models::BiLstmTaggerOptions o, const GraphModelOp
       d.tags.size());
   fmt::print("model: embedding {}, BiLSTM hidden {} per direction, MLP {}, per-word loss; {}\n",
              o.embedding, o.hidden, o.mlp, training_line(o.training));
+  const std::unique_ptr<graph::Executor> ex = graph::make_executor(g.executor);
   run_model(o.training, d, [&](const models::TrainCallbacks& cb) {
-    return models::train_bilstm_tagger(o, d.words, d.tags, d.train, d.dev, cb);
+    return models::train_bilstm_tagger(o, d.words, d.tags, d.train, d.dev, cb, ex.get());
   });
 }
 
@@ -271,8 +280,9 @@ void run_rvnn_command(models::RvnnOptions o, const GraphModelOptions& g) {
   print_sst_data("RvNN sentiment (Socher et al., untied leaf weights)", d, g);
   fmt::print("model: embedding {}, hidden {}, 5-class softmax, loss over {}; {}\n", o.embedding,
              o.hidden, models::to_string(o.loss), training_line(o.training));
+  const std::unique_ptr<graph::Executor> ex = graph::make_executor(g.executor);
   run_model(o.training, d, [&](const models::TrainCallbacks& cb) {
-    return models::train_rvnn(o, d.words, d.train, d.dev, cb);
+    return models::train_rvnn(o, d.words, d.train, d.dev, cb, ex.get());
   });
 }
 
@@ -282,8 +292,9 @@ void run_td_rnn_command(models::TdRnnOptions o, const GraphModelOptions& g) {
   print_sst_data("TD-RNN sentiment (time-delay pyramid, tanh composition)", d, g);
   fmt::print("model: embedding = hidden {}, MLP {}, 5-class softmax on the sentence; {}\n",
              o.hidden, o.mlp, training_line(o.training));
+  const std::unique_ptr<graph::Executor> ex = graph::make_executor(g.executor);
   run_model(o.training, d, [&](const models::TrainCallbacks& cb) {
-    return models::train_td_rnn(o, d.words, d.train, d.dev, cb);
+    return models::train_td_rnn(o, d.words, d.train, d.dev, cb, ex.get());
   });
 }
 
@@ -293,8 +304,9 @@ void run_td_lstm_command(models::TdLstmOptions o, const GraphModelOptions& g) {
   print_sst_data("TD-LSTM sentiment (time-delay pyramid, binary Tree-LSTM cell)", d, g);
   fmt::print("model: embedding {}, hidden {}, MLP {}, 5-class softmax on the sentence; {}\n",
              o.embedding, o.hidden, o.mlp, training_line(o.training));
+  const std::unique_ptr<graph::Executor> ex = graph::make_executor(g.executor);
   run_model(o.training, d, [&](const models::TrainCallbacks& cb) {
-    return models::train_td_lstm(o, d.words, d.train, d.dev, cb);
+    return models::train_td_lstm(o, d.words, d.train, d.dev, cb, ex.get());
   });
 }
 
@@ -319,8 +331,9 @@ void run_bilstm_char_tagger_command(models::BiLstmCharTaggerOptions o, const Gra
       "embedding {}), BiLSTM hidden {} per direction, MLP {}, per-word loss; {}\n",
       o.embedding, o.rare_below, o.embedding / 2, o.char_embedding, o.hidden, o.mlp,
       training_line(o.training));
+  const std::unique_ptr<graph::Executor> ex = graph::make_executor(g.executor);
   run_model(o.training, d, [&](const models::TrainCallbacks& cb) {
-    return models::train_bilstm_char_tagger(o, d.words, chars, d.tags, d.train, d.dev, cb);
+    return models::train_bilstm_char_tagger(o, d.words, chars, d.tags, d.train, d.dev, cb, ex.get());
   });
 }
 
@@ -437,7 +450,7 @@ void add_train_command(CLI::App& app) {
   auto tree = std::make_shared<models::TreeLstmOptions>();
   auto tree_g = std::make_shared<GraphModelOptions>();
   auto* tl = train->add_subcommand(
-      "tree-lstm", "Tree-LSTM sentiment classifier (Tai et al. 2015) on SST, CPU executor");
+      "tree-lstm", "Tree-LSTM sentiment classifier (Tai et al. 2015) on SST");
   add_training_options(tl, tree->training, *tree_g);
   add_size_option(tl, "--embedding", tree->embedding, "Word embedding size E");
   add_size_option(tl, "--hidden", tree->hidden, "Tree-LSTM hidden size H");
@@ -451,7 +464,7 @@ void add_train_command(CLI::App& app) {
   auto tagger = std::make_shared<models::BiLstmTaggerOptions>();
   auto tagger_g = std::make_shared<GraphModelOptions>();
   auto* bt =
-      train->add_subcommand("bilstm-tagger", "BiLSTM named-entity tagger on WikiNER, CPU executor");
+      train->add_subcommand("bilstm-tagger", "BiLSTM named-entity tagger on WikiNER");
   add_training_options(bt, tagger->training, *tagger_g);
   add_size_option(bt, "--embedding", tagger->embedding, "Word embedding size E");
   add_size_option(bt, "--hidden", tagger->hidden, "LSTM hidden size H of each direction");
@@ -461,7 +474,7 @@ void add_train_command(CLI::App& app) {
   auto rvnn = std::make_shared<models::RvnnOptions>();
   auto rvnn_g = std::make_shared<GraphModelOptions>();
   auto* rv = train->add_subcommand(
-      "rvnn", "Recursive neural network (Socher et al., untied leaf weights) on SST, CPU executor");
+      "rvnn", "Recursive neural network (Socher et al., untied leaf weights) on SST");
   add_training_options(rv, rvnn->training, *rvnn_g);
   add_size_option(rv, "--embedding", rvnn->embedding, "Word embedding size E");
   add_size_option(rv, "--hidden", rvnn->hidden, "Hidden size H");
@@ -475,7 +488,7 @@ void add_train_command(CLI::App& app) {
   auto td_rnn = std::make_shared<models::TdRnnOptions>();
   auto td_rnn_g = std::make_shared<GraphModelOptions>();
   auto* tr = train->add_subcommand(
-      "td-rnn", "TD-RNN: time-delay pyramid of tanh compositions over SST sentences, CPU executor");
+      "td-rnn", "TD-RNN: time-delay pyramid of tanh compositions over SST sentences");
   add_training_options(tr, td_rnn->training, *td_rnn_g);
   add_size_option(tr, "--hidden", td_rnn->hidden, "Hidden size H, also the word embedding size");
   add_size_option(tr, "--mlp", td_rnn->mlp, "Hidden units of the tanh MLP before the softmax");
@@ -485,7 +498,7 @@ void add_train_command(CLI::App& app) {
   auto td_lstm_g = std::make_shared<GraphModelOptions>();
   auto* tdl = train->add_subcommand(
       "td-lstm",
-      "TD-LSTM: time-delay pyramid of LSTM compositions over SST sentences, CPU executor");
+      "TD-LSTM: time-delay pyramid of LSTM compositions over SST sentences");
   add_training_options(tdl, td_lstm->training, *td_lstm_g);
   add_size_option(tdl, "--embedding", td_lstm->embedding, "Word embedding size E");
   add_size_option(tdl, "--hidden", td_lstm->hidden, "LSTM hidden size H");
@@ -496,7 +509,7 @@ void add_train_command(CLI::App& app) {
   auto char_tagger_g = std::make_shared<GraphModelOptions>();
   auto* ct = train->add_subcommand(
       "bilstm-char-tagger",
-      "BiLSTM tagger reading rare words by a character BiLSTM, on WikiNER, CPU executor");
+      "BiLSTM tagger reading rare words by a character BiLSTM, on WikiNER");
   add_training_options(ct, char_tagger->training, *char_tagger_g);
   add_size_option(ct, "--embedding", char_tagger->embedding,
                   "Word representation size E (even; a rare word's char BiLSTM has E/2 per "
