@@ -29,17 +29,23 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
   auto threads_for = [&](const KernelShape& s) {
     return ((h_records + s.groups - 1) / s.groups + 31) / 32 * 32;
   };
-  // The fewest rows per CTA that fit the SMs; within those rows the largest batch chunk the
-  // batch asks for whose threads fit the shape's bound.
+  // The fewest rows per CTA that fit the SMs; within those rows the packed 16-bit storage
+  // when the weights are 16-bit, then the largest batch chunk the batch asks for, among the
+  // shapes whose threads fit their bound.
   int best = -1;
+  auto better = [&](const KernelShape& s, const KernelShape& b) {
+    if (s.rows != b.rows) return s.rows < b.rows;
+    const bool s16 = s.storage == weights, b16 = b.storage == weights;
+    if (s16 != b16) return s16;
+    return s.batch_chunk > b.batch_chunk;
+  };
   for (int i = 0; i < kShapeCount; ++i) {
     const KernelShape& s = kShapes[i];
-    if (s.gates != gates) continue;
-    if (best >= 0 && s.rows != kShapes[best].rows) break;  // a fit with fewer rows was found
+    if (s.gates != gates || (s.storage != DType::F32 && s.storage != weights)) continue;
     if ((hidden + s.rows - 1) / s.rows > sm_count || threads_for(s) > s.max_threads ||
         s.batch_chunk > want_bc)
       continue;
-    best = i;
+    if (best < 0 || better(s, kShapes[best])) best = i;
   }
   if (best >= 0) {
     const KernelShape& s = kShapes[best];
@@ -47,18 +53,19 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
     t.rows = s.rows;
     t.groups = s.groups;
     t.batch_chunk = s.batch_chunk;
+    t.storage = s.storage;
     t.ctas = static_cast<int>((hidden + s.rows - 1) / s.rows);
     t.threads = static_cast<int>(threads_for(s));
     t.reason = fmt::format(
-        "{} CTAs x {} threads, {} hidden units ({} gate rows) per CTA, {} weights per thread, "
-        "batch in chunks of {}",
+        "{} CTAs x {} threads, {} hidden units ({} gate rows) per CTA, {} {} weights per thread "
+        "in registers, batch in chunks of {}",
         t.ctas, t.threads, t.rows, gates * t.rows, gates * t.rows * kUnitsPerRecord * t.groups,
-        t.batch_chunk);
+        to_string(t.storage), t.batch_chunk);
     return t;
   }
   std::int64_t max_hidden = 0;  // the largest H any shape of this cell holds
   for (const KernelShape& s : kShapes)
-    if (s.gates == gates)
+    if (s.gates == gates && (s.storage == DType::F32 || s.storage == weights))
       max_hidden = std::max(max_hidden,
                             std::min<std::int64_t>(std::int64_t{s.rows} * sm_count,
                                                    std::int64_t{s.max_threads} * s.groups *

@@ -1,26 +1,38 @@
-// Persistent vanilla RNN, one layer direction, forward or backward data (contract in rnn_kernels.h).
-//   Forward:       a_t = u_t + W_hh h_prev + b_ih + b_hh;  h_t = act(a_t)
-//   BackwardData:  dA_t = (dy_t + W_hhᵀ dA_prev) ⊙ act'(a_t)
-// Layout:   W_hh [H, H] row-major; u/a/dA [T, B, H]; h0, hn, dhn [B, H]; out, dy rows strided.
-//           Exchange: two buffers (step parity) of [B, K] records, K = ceil(H/3); record (b, k) =
-//           {v[b][3k], v[b][3k+1], v[b][3k+2], tag}, units past H are zeros.
-// Launch:   cooperative, tiling.ctas CTAs (≤ one per SM) × tiling.threads; kernel shape (R, G, BC)
-//           from tiling.h. CTA k owns units [k·R, k·R + R): the R rows of W_hh (forward) or of
-//           W_hhᵀ (backward). Thread i owns the column groups i + j·threads (j < G).
-// On chip:  rW[R][3G] registers: the thread's weights, loaded once per launch. Per step and batch
-//           chunk: the thread polls its G·BC records (one 16-byte load each, one L2 round trip
-//           when they are ready), does R·3G·BC FMAs, the CTA reduces the R·BC partial sums (warp
-//           reduce-scatter, then shared memory across warps in a fixed order: deterministic),
-//           and R/3·BC threads finish the units and publish the records. A chunk's records go
+// Persistent RNN, one layer direction, forward or backward data, every cell (contract in
+// rnn_kernels.h; gate math in gemm_rnn/gates.cuh), NG = 1 (vanilla), 3 (GRU), 4 (LSTM) gates.
+//   Forward:       P_t = u_t + W_hh h_prev + biases, then the cell (h_t; LSTM c_t)
+//   BackwardData:  dh = dy_t + W_hhᵀ dQ_prev, then the cell's backward (dP_t, dQ_t, the carry)
+// Layout:   W_hh [NG·H, H] row-major; pre/dpre (and GRU pre_h/dpre_h) [T, B, NG·H]; LSTM cell
+//           [T, B, H]; h0, hn, dhn, initial, carry [B, H]; out, dy rows strided.
+//           Exchange: two buffers (step parity) of [B, K] records; forward K = ceil(H/3), record
+//           (b, k) = {h[b][3k], h[b][3k+1], h[b][3k+2], tag}; backward K = ceil(NG·H/3) over dQ
+//           in unit-major order (value j = gate j % NG of unit j / NG); values past the end 0.
+// Launch:   cooperative, tiling.ctas CTAs (≤ one per SM) × tiling.threads; kernel shape
+//           (NG, R, G, BC, storage) from tiling.h. CTA k owns units [k·R, k·R + R): the NG·R
+//           rows of W_hh of those units (forward) or the R rows of W_hhᵀ (backward). Thread i
+//           owns the column groups i + j·threads (forward j < G, backward j < NG·G).
+// On chip:  rW registers: the thread's weights, loaded once per launch, fp32 or two 16-bit
+//           weights per register (widened to fp32 for the FMA). Per step and batch chunk: the
+//           thread polls its records (one 16-byte load each, one L2 round trip when they are
+//           ready), does its FMAs, the CTA reduces the partial sums (warp reduce-scatter, then
+//           shared memory across warps in a fixed order: deterministic), and R/3·BC threads
+//           finish 3 units each (the cell's math) and publish the records. A chunk's records go
 //           out before the next chunk starts, so other CTAs begin the next step on them while
 //           this one still computes (pipelining over the mini-batch; tiling.h picks two chunks
-//           per step where it can).
+//           per step where it can). A finisher keeps its units of every batch element it
+//           finishes, so the state it needs from the previous step (c_{t-1}, the GRU's h_{t-1},
+//           the carry) is what it wrote itself.
 // Sync:     none besides the tagged records: a record's tag is epoch + s, the epoch advanced by
 //           T per launch (the last CTA to finish does it), so records of other steps or launches
 //           never match. Two buffers suffice: a CTA publishes step s only after reading all of
 //           step s-1, which its producers published only after reading all of step s-2.
-// Limits:   H·B < 2^31, T < 2^31; every wait bounded by timeout_ns (then kStatusTimeout, exit).
+// Limits:   B·NG·H < 2^31, T < 2^31; every wait bounded by timeout_ns (then kStatusTimeout,
+//           exit).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "core/cuda_check.h"
@@ -106,9 +118,32 @@ __device__ __forceinline__ void warp_reduce_scatter(float (&v)[NP], int lane) {
   }
 }
 
-template <int NG, int R, int G, int BC, int kMaxThreads, Pass P>
+// Two weights as 16-bit values in one register (lo in the low half) and back to fp32. The
+// weights come from 16-bit tensors, so the round trip is exact.
+template <DType WS>
+__device__ __forceinline__ unsigned pack16(float lo, float hi) {
+  if constexpr (WS == DType::BF16)
+    return static_cast<unsigned>(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
+           static_cast<unsigned>(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16;
+  else
+    return static_cast<unsigned>(__half_as_ushort(__float2half_rn(lo))) |
+           static_cast<unsigned>(__half_as_ushort(__float2half_rn(hi))) << 16;
+}
+template <DType WS>
+__device__ __forceinline__ void unpack16(unsigned v, float& lo, float& hi) {
+  if constexpr (WS == DType::BF16) {
+    lo = __uint_as_float(v << 16);
+    hi = __uint_as_float(v & 0xFFFF0000u);
+  } else {
+    lo = __half2float(__ushort_as_half(static_cast<unsigned short>(v & 0xFFFFu)));
+    hi = __half2float(__ushort_as_half(static_cast<unsigned short>(v >> 16)));
+  }
+}
+
+template <int NG, int R, int G, int BC, int kMaxThreads, DType WS, Pass P>
 __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Params p) {
   constexpr bool kFwd = P == Pass::Forward;
+  constexpr bool kPacked = WS != DType::F32;  // two 16-bit weights per register
   constexpr bool kLstm = NG == 4, kGru = NG == 3;
   static_assert(NG == 1 || kGru || kLstm, "vanilla, GRU or LSTM");
   constexpr int kRows = kFwd ? NG * R : R;       // weight rows per CTA (forward: gate-major)
@@ -121,6 +156,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
   constexpr int kOutRecords = kFwd ? 1 : NG;     // records one 3-unit group publishes
   constexpr int kNF = kFwd ? NG : 1;             // matrix-vector sums per unit the finisher reads
   static_assert(R % kR3 == 0, "a CTA publishes whole records");
+  constexpr int kWRows = kPacked ? (kRows + 1) / 2 : kRows;  // register rows of weights
+  using WReg = std::conditional_t<kPacked, unsigned, float>;
 
   __shared__ float s_red[2][kMaxWarps][kNP];  // per-warp sums, double-buffered by chunk parity
   __shared__ unsigned s_epoch;
@@ -137,7 +174,18 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
   // ---- the thread's weights: its rows, the columns of its groups (zeros outside) -------------
   //   forward  row rr = q·R + r is W_hh row q·H + row0 + r, column = unit of h
   //   backward row r is unit row0 + r of dh; column j is W_hh row (j % NG)·H + j / NG
-  float rW[kRows][kR3 * kGroups];
+  //   packed   register row i holds rows 2i (low half) and 2i + 1 (high half)
+  auto weight = [&](int rr, int k, int col) -> float {
+    if (k >= K || rr >= kRows) return 0.0f;
+    if constexpr (kFwd) {
+      const int q = rr / R, row = row0 + rr % R;
+      return col < H && row < H ? p.w[(static_cast<std::int64_t>(q) * H + row) * H + col] : 0.0f;
+    } else {
+      const int u = col / NG, q = col % NG, row = row0 + rr;
+      return u < H && row < H ? p.w[(static_cast<std::int64_t>(q) * H + u) * H + row] : 0.0f;
+    }
+  };
+  WReg rW[kWRows][kR3 * kGroups];
 #pragma unroll
   for (int g = 0; g < kGroups; ++g) {
     const int k = tid + g * static_cast<int>(blockDim.x);
@@ -145,18 +193,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
     for (int c = 0; c < kR3; ++c) {
       const int col = k * kR3 + c;
 #pragma unroll
-      for (int rr = 0; rr < kRows; ++rr) {
-        float w = 0.0f;
-        if (k < K) {
-          if constexpr (kFwd) {
-            const int q = rr / R, row = row0 + rr % R;
-            if (col < H && row < H) w = p.w[(static_cast<std::int64_t>(q) * H + row) * H + col];
-          } else {
-            const int u = col / NG, q = col % NG, row = row0 + rr;
-            if (u < H && row < H) w = p.w[(static_cast<std::int64_t>(q) * H + u) * H + row];
-          }
-        }
-        rW[rr][kR3 * g + c] = w;
+      for (int i = 0; i < kWRows; ++i) {
+        if constexpr (kPacked)
+          rW[i][kR3 * g + c] = pack16<WS>(weight(2 * i, k, col), weight(2 * i + 1, k, col));
+        else
+          rW[i][kR3 * g + c] = weight(i, k, col);
       }
     }
   }
@@ -318,16 +359,32 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
             }
           }
         }
+        // Per accumulator the terms are added in (group, column) order whatever the storage.
 #pragma unroll
         for (int g = 0; g < kGroups; ++g)
 #pragma unroll
-          for (int bb = 0; bb < BC; ++bb) {
-            const float hv[kR3] = {rec[g][bb].x, rec[g][bb].y, rec[g][bb].z};
+          for (int c = 0; c < kR3; ++c) {
+            float hv[BC];
 #pragma unroll
-            for (int c = 0; c < kR3; ++c)
+            for (int bb = 0; bb < BC; ++bb)
+              hv[bb] = c == 0 ? rec[g][bb].x : c == 1 ? rec[g][bb].y : rec[g][bb].z;
 #pragma unroll
-              for (int rr = 0; rr < kRows; ++rr)
-                acc[rr * BC + bb] = fmaf(rW[rr][kR3 * g + c], hv[c], acc[rr * BC + bb]);
+            for (int i = 0; i < kWRows; ++i) {
+              if constexpr (kPacked) {
+                float w0, w1;
+                unpack16<WS>(rW[i][kR3 * g + c], w0, w1);
+#pragma unroll
+                for (int bb = 0; bb < BC; ++bb) {
+                  acc[2 * i * BC + bb] = fmaf(w0, hv[bb], acc[2 * i * BC + bb]);
+                  if (2 * i + 1 < kRows)
+                    acc[(2 * i + 1) * BC + bb] = fmaf(w1, hv[bb], acc[(2 * i + 1) * BC + bb]);
+                }
+              } else {
+#pragma unroll
+                for (int bb = 0; bb < BC; ++bb)
+                  acc[i * BC + bb] = fmaf(rW[i][kR3 * g + c], hv[bb], acc[i * BC + bb]);
+              }
+            }
           }
         warp_reduce_scatter<kNP>(acc, lane);
         if ((lane & 3) == 0) {
@@ -479,7 +536,8 @@ using KernelFn = void (*)(Params);
 template <int I, Pass P>
 constexpr KernelFn kernel_of() {
   constexpr KernelShape s = kShapes[I];
-  return &persistent_rnn_kernel<s.gates, s.rows, s.groups, s.batch_chunk, s.max_threads, P>;
+  return &persistent_rnn_kernel<s.gates, s.rows, s.groups, s.batch_chunk, s.max_threads,
+                                s.storage, P>;
 }
 
 template <Pass P, std::size_t... I>

@@ -35,6 +35,9 @@ struct KernelShape {
   int groups = 0;       // G column groups of 3 per thread
   int batch_chunk = 0;  // BC batch elements per pass over the weights (B > 1)
   int max_threads = 0;  // launch bound: threads per CTA ≤ this, registers ≤ 65536 / this
+  // How the registers hold the weights: f32, or (for f16 / bf16 weights) two 16-bit weights of
+  // consecutive rows per register, widened to fp32 for the FMA: half the registers.
+  DType storage = DType::F32;
 };
 
 // The instantiated shapes, grouped by cell, then R ascending; within a group BC ascending.
@@ -55,7 +58,12 @@ inline constexpr KernelShape kShapes[] = {
     {3, 9, 1, 1, 384},                                           //
     {4, 3, 1, 1, 192},  {4, 3, 1, 2, 192},  {4, 3, 1, 4, 192},   // LSTM
     {4, 6, 1, 1, 256},  {4, 6, 1, 2, 256},  {4, 6, 1, 4, 256},   //
-    {4, 9, 1, 1, 352},
+    {4, 9, 1, 1, 352},                                           //
+    // 16-bit weights packed in pairs: R = 9 GRU and LSTM (H <= 1152) in half the registers.
+    {3, 9, 1, 1, 384, DType::BF16}, {3, 9, 1, 2, 384, DType::BF16},  //
+    {3, 9, 1, 1, 384, DType::F16},  {3, 9, 1, 2, 384, DType::F16},   //
+    {4, 9, 1, 1, 384, DType::BF16}, {4, 9, 1, 2, 384, DType::BF16},  //
+    {4, 9, 1, 1, 384, DType::F16},  {4, 9, 1, 2, 384, DType::F16},
 };
 inline constexpr int kShapeCount = static_cast<int>(sizeof(kShapes) / sizeof(kShapes[0]));
 
@@ -67,6 +75,7 @@ inline constexpr int wanted_batch_chunk(std::int64_t batch) {
 struct Tiling {
   int shape = -1;  // index into kShapes; -1: no shape fits (reason says why)
   int gates = 1, rows = 0, groups = 0, batch_chunk = 0;
+  DType storage = DType::F32;  // the weights in registers
   int ctas = 0, threads = 0;
   // Records per batch element and step of the larger exchanged vector: ceil(NG·H / 3) (the
   // backward's dQ; the forward's h needs ceil(H / 3)).
@@ -75,8 +84,9 @@ struct Tiling {
 };
 
 // Picks the shape for a cell of `gates` gates (1, 3 or 4), hidden size H and batch B on a GPU
-// with `sm_count` SMs (one CTA per SM). f16 / bf16 weights are held in fp32 on chip (the same
-// shapes); f64 returns shape -1 with the reason.
+// with `sm_count` SMs (one CTA per SM). f16 / bf16 weights use the packed 16-bit shapes where
+// one exists at the fewest rows, else are held in fp32 on chip; f64 returns shape -1 with the
+// reason.
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights);
 
 }  // namespace prnn::persistent

@@ -100,6 +100,13 @@ TEST(Planner, GatedCellsUseTheirKernelTiling) {
   const PersistentPlan big = plan_persistent(rnn(Cell::LSTM, 1152), 4, h200());
   EXPECT_NE(big.kernel.find("H=1152"), std::string::npos) << big.kernel;
   EXPECT_NE(big.kernel.find("H <= 1056"), std::string::npos) << big.kernel;
+  // The same layer with bf16 weights: two weights per register, so R = 9 reaches H = 1152.
+  const PersistentPlan half = plan_persistent(rnn(Cell::LSTM, 1152, DType::BF16), 4, h200());
+  EXPECT_EQ(half.units_per_cta, 9);
+  EXPECT_EQ(half.ctas, 128);
+  EXPECT_NE(half.kernel.find("bf16 weights per thread"), std::string::npos) << half.kernel;
+  // f32 weights never take a 16-bit shape.
+  EXPECT_NE(lstm.kernel.find("f32 weights per thread"), std::string::npos) << lstm.kernel;
 }
 
 TEST(Planner, RejectsBadInput) {
