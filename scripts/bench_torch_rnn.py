@@ -15,7 +15,9 @@ with the same case strings (cell=<c>;dtype=<d>;H=<H>;B=<B>;T=<T>[;I=<I>]) and th
 impl is torch-<cell> (torch-lstm, torch-gru, torch-relu, torch-tanh); with --tf32, torch-<cell>-tf32.
 One layer, unidirectional, time-major, input size I (= H unless the case says). Inputs x, h0, c0,
 dy, dhn, dcn uniform in [-1, 1); the parameters keep PyTorch's init U(-1/sqrt(H), 1/sqrt(H)).
-fp32 runs with TF32 off (torch.backends.cudnn.allow_tf32 = False), as prnn and `prnn bench`'s
+PyTorch keeps bf16 weights out of cuDNN's flat weight buffer (flatten_parameters() skips them and it
+warns that they are compacted at every call): that cost is in its bf16 rows, as a PyTorch user gets
+it. fp32 runs with TF32 off (torch.backends.cudnn.allow_tf32 = False), as prnn and `prnn bench`'s
 cuDNN rows run strict fp32, unless --tf32. Every time is the median of --repeats runs timed with
 CUDA events on the current stream, after --warmup runs; everything is allocated before timing.
 A case PyTorch cannot run gives one row metric status, value 0, unit not_supported (PyTorch says
