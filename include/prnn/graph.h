@@ -176,8 +176,10 @@ class Model {
   // vectors (Parameter::values(), gradients(), touched_rows()) are refreshed only by
   // copy_to_host(); after editing values on the host, copy_to_device() pushes them. save() copies
   // to the host first, load() and zero_gradients() act on both copies. CpuExecutor and
-  // AutobatchExecutor refuse (InvalidArgument) a Model whose host copy is stale. In a build
-  // without CUDA no Model is ever on the device.
+  // AutobatchExecutor refuse (InvalidArgument) a Model whose host copy is stale; on a current one
+  // their backward accumulates into the host gradients and then uploads them, so the gradients of
+  // a host backward reach the device master too (copy_to_host() and the device trainers see
+  // them). In a build without CUDA no Model is ever on the device.
   bool on_device() const;
   // Device values, gradients and touched rows -> host; no-op unless on_device().
   void copy_to_host();

@@ -358,6 +358,7 @@ void AutobatchExecutor::backward(Graph& g, Expr loss) {
               loss.id);
   PRNN_EXPECT(loss.dim() == Dim(1, 1), "autobatch executor: backward: the loss must be 1x1, got {}",
               to_string(loss.dim()));
+  check_host_copy_current(g, loss.id, "autobatch executor");
   const auto t0 = Clock::now();
   const std::size_t n = static_cast<std::size_t>(loss.id) + 1;
   std::vector<bool> needed(s.computed, false);
@@ -378,6 +379,7 @@ void AutobatchExecutor::backward(Graph& g, Expr loss) {
       if (needed[idx(id)]) live.push_back(id);
     if (!live.empty()) run.backward(live);
   }
+  push_host_gradients(g, loss.id);  // a Model on the device keeps the master copy there
   s.stats.backward_seconds = seconds_since(t0);
   s.has_gradients = true;
 }

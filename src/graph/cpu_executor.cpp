@@ -1,7 +1,8 @@
 // CpuExecutor: the reference executor, the oracle the GPU executors are tested against.
 //   forward(g, last):  every node 0..last in creation order, through the registry's forward.
 //   backward(g, loss): dL/dloss = 1; nodes the loss depends on, in reverse creation order, each
-//                      accumulating into its arguments' gradients (and leaves into the Model).
+//                      accumulating into its arguments' gradients (and leaves into the Model;
+//                      a Model on the device gets the host gradients uploaded afterwards).
 // Values and gradients are one vector per node in the chosen precision (T = float or double).
 #include <algorithm>
 #include <variant>
@@ -106,7 +107,9 @@ void CpuExecutor::backward(Graph& g, Expr loss) {
               loss.id);
   PRNN_EXPECT(loss.dim() == Dim(1, 1), "cpu executor: backward: the loss must be 1x1, got {}",
               to_string(loss.dim()));
+  check_host_copy_current(g, loss.id, "cpu executor");
   std::visit([&](auto& b) { run_backward(g, loss.id, b); }, state_->buffers);
+  push_host_gradients(g, loss.id);
   state_->has_gradients = true;
 }
 

@@ -100,6 +100,33 @@ void check_host_copy_current(const Graph& g, NodeId last, const char* who) {
   }
 }
 
+void push_host_gradients(const Graph& g, NodeId last) {
+  const auto n = static_cast<std::size_t>(last) + 1;
+  std::vector<Model*> done;  // usually one model
+  for (std::size_t id = 0; id < n && id < g.size(); ++id) {
+    const Node& node = g.nodes()[id];
+    Model* m = node.op == Op::Parameter ? node.param.model()
+               : node.op == Op::Lookup  ? node.lookup.model()
+                                        : nullptr;
+    if (m == nullptr || std::find(done.begin(), done.end(), m) != done.end()) continue;
+    done.push_back(m);
+    if (!m->on_device()) continue;
+#if PRNN_WITH_CUDA
+    Model::Storage& s = m->storage();
+    DeviceMirror& d = device_mirror(*m);  // copies parameters added since, gradients included
+    for (std::size_t i = 0; i < d.params.size(); ++i) upload(s.params[i].grad, d.params[i].grad);
+    for (std::size_t i = 0; i < d.tables.size(); ++i) {
+      const LookupTable& t = s.tables[i];
+      upload(t.grad, d.tables[i].grad);
+      const std::vector<unsigned char> flags(t.touched.begin(), t.touched.end());
+      if (!flags.empty())
+        PRNN_CUDA_CHECK(cudaMemcpy(d.tables[i].touched.data(), flags.data(), flags.size(),
+                                   cudaMemcpyHostToDevice));
+    }
+#endif
+  }
+}
+
 bool Model::on_device() const {
   return storage_->device != nullptr;
 }

@@ -42,4 +42,12 @@ void zero_device_gradients(Model::Storage& s);
 // a Model whose host copy is stale (the CPU executors read host values).
 void check_host_copy_current(const Graph& g, NodeId last, const char* who);
 
+// After a host backward (CpuExecutor, AutobatchExecutor) over nodes 0..last: every Model among
+// them that is on the device gets its host gradients and touched rows uploaded, so the device
+// copy stays the master. While the host copy is current (check_host_copy_current) the host
+// gradients equal the device's plus what the host backward added, so the upload adds exactly that
+// contribution; without it the next copy_to_host() would overwrite it and a device update would
+// not see it. No-op for Models that are not on the device.
+void push_host_gradients(const Graph& g, NodeId last);
+
 }  // namespace prnn::graph

@@ -6,6 +6,7 @@
 // A GPU test never skips: without a device it fails.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -86,7 +87,9 @@ std::vector<std::pair<std::string, std::function<std::unique_ptr<Executor>()>>> 
 }
 
 // Runs g up to `loss` on the fp64 CPU reference and on every GPU executor; compares every node's
-// value and gradient and the model's gradients.
+// value and gradient and the model's gradients. Once a GPU executor has used m (every call after
+// the first on one Model) the reference's backward runs on a Model that is on the device: its
+// gradients reach the device copy (Model::on_device), which take_gradients() reads back.
 void expect_equivalent(Graph& g, Expr loss, Model& m) {
   m.copy_to_host();
   m.zero_gradients();
@@ -264,6 +267,36 @@ TEST(GpuModel, DeviceCopyIsTheMasterOnceUsed) {
   ex.forward(g, loss);
   cpu.forward(g, loss);
   expect_close({ex.scalar(loss)}, {cpu.scalar(loss)}, "loss after a host edit", 1e-5, 1e-6);
+}
+
+// A host backward on a Model that is on the device (the reference runs of expect_equivalent do
+// this from the second random graph on) uploads its gradients: copy_to_host() returns them
+// instead of overwriting them with the device's zeros, and the device copy holds them.
+TEST(GpuModel, HostBackwardReachesTheDeviceCopy) {
+  PRNN_REQUIRE_GPU();
+  Rng rng;
+  TreeFixture f(rng.gen()());
+  Graph g;
+  const Expr loss = f.build(g, 0, 2);
+  GpuExecutor gpu;
+  gpu.forward(g, loss);
+  ASSERT_TRUE(f.m.on_device());
+  std::vector<std::unique_ptr<Executor>> hosts;
+  hosts.push_back(std::make_unique<CpuExecutor>());
+  hosts.push_back(std::make_unique<AutobatchExecutor>());
+  for (const std::unique_ptr<Executor>& ex : hosts) {
+    SCOPED_TRACE(ex->name());
+    f.m.zero_gradients();
+    ex->forward(g, loss);
+    ex->backward(g, loss);
+    const std::vector<float> want(f.out_w.gradients().begin(), f.out_w.gradients().end());
+    const std::vector<std::int64_t> rows = f.emb.touched_rows();
+    ASSERT_FALSE(rows.empty());
+    ASSERT_TRUE(std::any_of(want.begin(), want.end(), [](float x) { return x != 0.0f; }));
+    f.m.copy_to_host();  // device -> host: must bring back the same gradients
+    EXPECT_EQ(std::vector<float>(f.out_w.gradients().begin(), f.out_w.gradients().end()), want);
+    EXPECT_EQ(f.emb.touched_rows(), rows);
+  }
 }
 
 // ---- Trainers ----------------------------------------------------------------------------------
