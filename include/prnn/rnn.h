@@ -74,7 +74,7 @@ std::int64_t rnn_param_count(const RnnDesc& desc);
 //                exchange between SMs doubling as the step's only synchronization
 //                (src/persistent/); backward data the same with W_hhᵀ in reverse time, backward
 //                weights as GEMMs over all T·B rows. Every cell; H up to what the registers hold
-//                (prnn plan says; fp32 on chip: vanilla 2304, GRU 1152, LSTM 1056 on 132 SMs);
+//                (prnn plan says; on 132 SMs: vanilla 2304, GRU and LSTM 1152);
 //                every wait is bounded (a timeout surfaces as RuntimeError from check() or the
 //                next call).
 //   GemmPerStep  the GEMM-RNN baseline (src/gemm_rnn/): W_ih·x for all T in one cuBLAS GEMM, then
@@ -86,7 +86,8 @@ std::int64_t rnn_param_count(const RnnDesc& desc);
 //                problem, else GemmPerStep; reason() says which and why.
 // Device dtypes: f32, and f16 / bf16 tensors (weights, data and states alike) with fp32 math: the
 // 16-bit tensors are converted to fp32 on the way in and rounded (to nearest even) on the way
-// out; on chip the weights are held in fp32.
+// out; on chip the persistent kernels hold the weights as two 16-bit values per register where
+// a packed shape exists (GRU and LSTM at 9 units per SM), else in fp32.
 enum class RnnAlgo : std::uint8_t { Auto, Persistent, GemmPerStep, Reference };
 
 const char* to_string(RnnAlgo a);

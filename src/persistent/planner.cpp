@@ -25,9 +25,12 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
     t.reason = "the persistent kernels take f32, f16 or bf16 weights, got f64";
     return t;
   }
-  const int want_bc = wanted_batch_chunk(batch);
+  auto want_bc = [&](const KernelShape& s) {
+    return s.staged ? wanted_staged_chunk(batch) : wanted_batch_chunk(batch);
+  };
+  // Direct shapes: one thread per G column groups. Staged: NG row groups of such threads.
   auto threads_for = [&](const KernelShape& s) {
-    return ((h_records + s.groups - 1) / s.groups + 31) / 32 * 32;
+    return (s.staged ? gates : 1) * (((h_records + s.groups - 1) / s.groups + 31) / 32 * 32);
   };
   // The fewest rows per CTA that fit the SMs; within those rows the packed 16-bit storage
   // when the weights are 16-bit, then the largest batch chunk the batch asks for, among the
@@ -35,6 +38,7 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
   int best = -1;
   auto better = [&](const KernelShape& s, const KernelShape& b) {
     if (s.rows != b.rows) return s.rows < b.rows;
+    if (s.staged != b.staged) return s.staged;
     const bool s16 = s.storage == weights, b16 = b.storage == weights;
     if (s16 != b16) return s16;
     return s.batch_chunk > b.batch_chunk;
@@ -43,7 +47,7 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
     const KernelShape& s = kShapes[i];
     if (s.gates != gates || (s.storage != DType::F32 && s.storage != weights)) continue;
     if ((hidden + s.rows - 1) / s.rows > sm_count || threads_for(s) > s.max_threads ||
-        s.batch_chunk > want_bc)
+        s.batch_chunk > want_bc(s))
       continue;
     if (best < 0 || better(s, kShapes[best])) best = i;
   }
@@ -54,22 +58,25 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
     t.groups = s.groups;
     t.batch_chunk = s.batch_chunk;
     t.storage = s.storage;
+    t.staged = s.staged;
+    t.smem_bytes = s.staged ? static_cast<std::size_t>(s.batch_chunk * t.records) * 16 : 0;
     t.ctas = static_cast<int>((hidden + s.rows - 1) / s.rows);
     t.threads = static_cast<int>(threads_for(s));
     t.reason = fmt::format(
         "{} CTAs x {} threads, {} hidden units ({} gate rows) per CTA, {} {} weights per thread "
-        "in registers, batch in chunks of {}",
-        t.ctas, t.threads, t.rows, gates * t.rows, gates * t.rows * kUnitsPerRecord * t.groups,
-        to_string(t.storage), t.batch_chunk);
+        "in registers, batch in chunks of {}{}",
+        t.ctas, t.threads, t.rows, gates * t.rows,
+        (s.staged ? 1 : gates) * t.rows * kUnitsPerRecord * t.groups, to_string(t.storage),
+        t.batch_chunk, s.staged ? ", records staged in shared memory" : "");
     return t;
   }
   std::int64_t max_hidden = 0;  // the largest H any shape of this cell holds
   for (const KernelShape& s : kShapes)
     if (s.gates == gates && (s.storage == DType::F32 || s.storage == weights))
-      max_hidden = std::max(max_hidden,
-                            std::min<std::int64_t>(std::int64_t{s.rows} * sm_count,
-                                                   std::int64_t{s.max_threads} * s.groups *
-                                                       kUnitsPerRecord));
+      max_hidden = std::max(
+          max_hidden, std::min<std::int64_t>(std::int64_t{s.rows} * sm_count,
+                                             std::int64_t{s.max_threads} / (s.staged ? gates : 1) *
+                                                 s.groups * kUnitsPerRecord));
   t.reason = fmt::format(
       "H={} needs more than the largest {}-gate kernel shape holds in registers on {} SMs "
       "(H <= {}); shared-memory spilling is not implemented yet",

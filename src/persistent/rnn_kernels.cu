@@ -140,14 +140,79 @@ __device__ __forceinline__ void unpack16(unsigned v, float& lo, float& hi) {
   }
 }
 
-template <int NG, int R, int G, int BC, int kMaxThreads, DType WS, Pass P>
+__device__ __forceinline__ float component(const float4& r, int c) {
+  return c == 0 ? r.x : c == 1 ? r.y : r.z;
+}
+
+// acc[row·BC + bb] += w[row][col] · hv[bb] for every row of the thread (rW as the kernel holds
+// it: fp32 rows, or packed pairs of 16-bit rows).
+template <int kWRows, int kRows, int BC, bool kPacked, DType WS, class WReg, int kCols, int kNP>
+__device__ __forceinline__ void fma_rows(const WReg (&rW)[kWRows][kCols], int col,
+                                         const float (&hv)[BC], float (&acc)[kNP]) {
+#pragma unroll
+  for (int i = 0; i < kWRows; ++i) {
+    if constexpr (kPacked) {
+      float w0, w1;
+      unpack16<WS>(rW[i][col], w0, w1);
+#pragma unroll
+      for (int bb = 0; bb < BC; ++bb) {
+        acc[2 * i * BC + bb] = fmaf(w0, hv[bb], acc[2 * i * BC + bb]);
+        if (2 * i + 1 < kRows)
+          acc[(2 * i + 1) * BC + bb] = fmaf(w1, hv[bb], acc[(2 * i + 1) * BC + bb]);
+      }
+    } else {
+#pragma unroll
+      for (int bb = 0; bb < BC; ++bb) acc[i * BC + bb] = fmaf(rW[i][col], hv[bb], acc[i * BC + bb]);
+    }
+  }
+}
+
+// Polls until every record r[u] whose address at[u] is not null carries `tag`, reloading the
+// missing ones (all loads in flight at once). Returns false, with kStatusTimeout reported and
+// every CTA told to abort, when a wait outlasts p.timeout_ns, or when an abort was requested.
+template <int N>
+__device__ bool wait_records(float4 (&r)[N], const float4* const (&at)[N], unsigned tag,
+                             const Params& p, const int* s_abort) {
+  bool ready = true;
+#pragma unroll
+  for (int u = 0; u < N; ++u) ready &= at[u] == nullptr || tagged(r[u], tag);
+  if (ready) return true;
+  const std::uint64_t start = global_ns();
+  for (unsigned spins = 1;; ++spins) {
+#pragma unroll
+    for (int u = 0; u < N; ++u)
+      if (at[u] != nullptr && !tagged(r[u], tag)) r[u] = load_record(at[u]);
+    ready = true;
+#pragma unroll
+    for (int u = 0; u < N; ++u) ready &= at[u] == nullptr || tagged(r[u], tag);
+    if (ready) return true;
+    if (spins % kSpinsPerCheck != 0) continue;
+    if (*static_cast<const volatile int*>(s_abort) != 0 ||
+        *static_cast<volatile unsigned*>(p.control + kAbort) != 0)
+      return false;
+    if (global_ns() - start > p.timeout_ns) {
+      atomicOr(p.control + kStatus, kStatusTimeout);
+      atomicExch(p.control + kAbort, 1u);
+      if (p.status_host != nullptr) *static_cast<volatile unsigned*>(p.status_host) = kStatusTimeout;
+      return false;
+    }
+  }
+}
+
+constexpr int kStageBatch = 4;  // records a thread has in flight while staging
+
+template <int NG, int R, int G, int BC, int kMaxThreads, DType WS, bool kStaged, Pass P>
 __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Params p) {
   constexpr bool kFwd = P == Pass::Forward;
   constexpr bool kPacked = WS != DType::F32;  // two 16-bit weights per register
+  // Staged shapes: a chunk's records are first copied once into shared memory by the whole CTA,
+  // and the forward splits its NG·R rows by gate over NG row groups of threads (R rows each),
+  // so a thread holds R rows whatever the cell and the batch fits in one chunk.
+  constexpr int kRG = kStaged && kFwd ? NG : 1;  // row groups
   constexpr bool kLstm = NG == 4, kGru = NG == 3;
   static_assert(NG == 1 || kGru || kLstm, "vanilla, GRU or LSTM");
-  constexpr int kRows = kFwd ? NG * R : R;       // weight rows per CTA (forward: gate-major)
-  constexpr int kGroups = kFwd ? G : NG * G;     // record columns per thread
+  constexpr int kRows = kFwd && !kStaged ? NG * R : R;  // weight rows per thread
+  constexpr int kGroups = kFwd || kStaged ? G : NG * G;  // record columns per thread
   constexpr int kN = kRows * BC;                 // partial sums per thread
   constexpr int kNP = (kN + 7) / 8 * 8;          // padded for the reduce-scatter
   constexpr int kChunk = kNP / 8;
@@ -160,11 +225,14 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
   using WReg = std::conditional_t<kPacked, unsigned, float>;
 
   __shared__ float s_red[2][kMaxWarps][kNP];  // per-warp sums, double-buffered by chunk parity
+  extern __shared__ float4 s_rec[];            // staged: the chunk's records [BC][K]
   __shared__ unsigned s_epoch;
   __shared__ int s_abort;
 
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int nwarps = static_cast<int>(blockDim.x) >> 5;
+  // Row group rg (the gate, staged forward) and column thread ct of TC; TC is a multiple of 32.
+  const int TC = static_cast<int>(blockDim.x) / kRG, rg = tid / TC, ct = tid % TC;
   const int H = p.hidden, B = p.batch;
   // Records per batch element of the exchanged vector: h (forward) or dQ (backward, NG·H values
   // in unit-major order: value j is gate j % NG of unit j / NG).
@@ -172,13 +240,14 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
   const int row0 = static_cast<int>(blockIdx.x) * R;
 
   // ---- the thread's weights: its rows, the columns of its groups (zeros outside) -------------
-  //   forward  row rr = q·R + r is W_hh row q·H + row0 + r, column = unit of h
+  //   forward  row rr = q·R + r is W_hh row q·H + row0 + r, column = unit of h (staged: the
+  //            thread's rows are r = rr of gate q = rg)
   //   backward row r is unit row0 + r of dh; column j is W_hh row (j % NG)·H + j / NG
   //   packed   register row i holds rows 2i (low half) and 2i + 1 (high half)
   auto weight = [&](int rr, int k, int col) -> float {
     if (k >= K || rr >= kRows) return 0.0f;
     if constexpr (kFwd) {
-      const int q = rr / R, row = row0 + rr % R;
+      const int q = kStaged ? rg : rr / R, row = row0 + (kStaged ? rr : rr % R);
       return col < H && row < H ? p.w[(static_cast<std::int64_t>(q) * H + row) * H + col] : 0.0f;
     } else {
       const int u = col / NG, q = col % NG, row = row0 + rr;
@@ -188,7 +257,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
   WReg rW[kWRows][kR3 * kGroups];
 #pragma unroll
   for (int g = 0; g < kGroups; ++g) {
-    const int k = tid + g * static_cast<int>(blockDim.x);
+    const int k = ct + g * TC;
 #pragma unroll
     for (int c = 0; c < kR3; ++c) {
       const int col = k * kR3 + c;
@@ -299,93 +368,85 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
 #pragma unroll
       for (int i = 0; i < kNP; ++i) acc[i] = 0.0f;
       if (has_source) {
-        float4 rec[kGroups][BC];
-#pragma unroll
-        for (int g = 0; g < kGroups; ++g) {
-          const int k = tid + g * static_cast<int>(blockDim.x);
-#pragma unroll
-          for (int bb = 0; bb < BC; ++bb) {
-            const int b = b0 + bb;
-            rec[g][bb] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
-            if (k >= K || b >= B) continue;
-            if (from_exchange) {
-              rec[g][bb] = load_record(src + static_cast<std::int64_t>(b) * K + k);
-            } else {  // forward, s = 0: h0
-              const float* h = p.h0 + static_cast<std::int64_t>(b) * H + k * kR3;
-              const int n = min(kR3, H - k * kR3);
-              rec[g][bb].x = h[0];
-              if (n > 1) rec[g][bb].y = h[1];
-              if (n > 2) rec[g][bb].z = h[2];
-            }
+        // The record of column group k, batch element b0 + bb (tag `want`, or h0 at s = 0).
+        auto fetch = [&](int k, int bb, float4& r) -> const float4* {
+          const int b = b0 + bb;
+          r = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
+          if (k >= K || b >= B) return nullptr;
+          if (from_exchange) {
+            const float4* at = src + static_cast<std::int64_t>(b) * K + k;
+            r = load_record(at);
+            return at;
           }
-        }
-        if (from_exchange) {
-          bool ready = true;
+          const float* h = p.h0 + static_cast<std::int64_t>(b) * H + k * kR3;  // forward, s = 0
+          const int n = min(kR3, H - k * kR3);
+          r.x = h[0];
+          if (n > 1) r.y = h[1];
+          if (n > 2) r.z = h[2];
+          return nullptr;
+        };
+        if constexpr (!kStaged) {
+          // Direct: the thread's own records, in registers.
+          float4 rec[kGroups * BC];
+          const float4* at[kGroups * BC];
 #pragma unroll
           for (int g = 0; g < kGroups; ++g)
 #pragma unroll
-            for (int bb = 0; bb < BC; ++bb) ready &= tagged(rec[g][bb], want);
-          if (!ready) {
-            const std::uint64_t start = global_ns();
-            for (unsigned spins = 1; !ready; ++spins) {
-              // Reload every record still missing, all loads in flight at once; then look.
+            for (int bb = 0; bb < BC; ++bb)
+              at[g * BC + bb] = fetch(ct + g * TC, bb, rec[g * BC + bb]);
+          if (!wait_records(rec, at, want, p, &s_abort)) s_abort = 1;
+          // Per accumulator the terms are added in (group, column) order whatever the storage.
 #pragma unroll
-              for (int g = 0; g < kGroups; ++g) {
-                const int k = tid + g * static_cast<int>(blockDim.x);
+          for (int g = 0; g < kGroups; ++g)
 #pragma unroll
-                for (int bb = 0; bb < BC; ++bb)
-                  if (!tagged(rec[g][bb], want))
-                    rec[g][bb] = load_record(src + static_cast<std::int64_t>(b0 + bb) * K + k);
-              }
-              ready = true;
+            for (int c = 0; c < kR3; ++c) {
+              float hv[BC];
 #pragma unroll
-              for (int g = 0; g < kGroups; ++g)
+              for (int bb = 0; bb < BC; ++bb) hv[bb] = component(rec[g * BC + bb], c);
+              fma_rows<kWRows, kRows, BC, kPacked, WS>(rW, kR3 * g + c, hv, acc);
+            }
+        } else {
+          // Staged: the CTA copies the chunk's BC·K records into shared memory once (each
+          // thread polls kStageBatch at a time, all in flight), then every thread reads its
+          // columns from there.
+          const int n = BC * K;
+          for (int base = tid; base < n; base += kStageBatch * static_cast<int>(blockDim.x)) {
+            float4 rec[kStageBatch];
+            const float4* at[kStageBatch];
 #pragma unroll
-                for (int bb = 0; bb < BC; ++bb) ready &= tagged(rec[g][bb], want);
-              if (ready || spins % kSpinsPerCheck != 0) continue;
-              if (*static_cast<volatile int*>(&s_abort) != 0 ||
-                  *static_cast<volatile unsigned*>(p.control + kAbort) != 0) {
-                s_abort = 1;
-                break;
-              }
-              if (global_ns() - start > p.timeout_ns) {
-                atomicOr(p.control + kStatus, kStatusTimeout);
-                atomicExch(p.control + kAbort, 1u);
-                if (p.status_host != nullptr)
-                  *static_cast<volatile unsigned*>(p.status_host) = kStatusTimeout;
-                s_abort = 1;
-                break;
-              }
+            for (int u = 0; u < kStageBatch; ++u) {
+              const int i = base + u * static_cast<int>(blockDim.x);
+              at[u] = nullptr;
+              rec[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+              if (i < n) at[u] = fetch(i % K, i / K, rec[u]);
+            }
+            if (!wait_records(rec, at, want, p, &s_abort)) {
+              s_abort = 1;
+              break;
+            }
+#pragma unroll
+            for (int u = 0; u < kStageBatch; ++u) {
+              const int i = base + u * static_cast<int>(blockDim.x);
+              if (i < n) s_rec[i] = rec[u];
+            }
+          }
+          __syncthreads();
+#pragma unroll
+          for (int g = 0; g < kGroups; ++g) {
+            const int k = ct + g * TC;
+            float4 hv4[BC];
+#pragma unroll
+            for (int bb = 0; bb < BC; ++bb)
+              hv4[bb] = k < K ? s_rec[bb * K + k] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+            for (int c = 0; c < kR3; ++c) {
+              float hv[BC];
+#pragma unroll
+              for (int bb = 0; bb < BC; ++bb) hv[bb] = component(hv4[bb], c);
+              fma_rows<kWRows, kRows, BC, kPacked, WS>(rW, kR3 * g + c, hv, acc);
             }
           }
         }
-        // Per accumulator the terms are added in (group, column) order whatever the storage.
-#pragma unroll
-        for (int g = 0; g < kGroups; ++g)
-#pragma unroll
-          for (int c = 0; c < kR3; ++c) {
-            float hv[BC];
-#pragma unroll
-            for (int bb = 0; bb < BC; ++bb)
-              hv[bb] = c == 0 ? rec[g][bb].x : c == 1 ? rec[g][bb].y : rec[g][bb].z;
-#pragma unroll
-            for (int i = 0; i < kWRows; ++i) {
-              if constexpr (kPacked) {
-                float w0, w1;
-                unpack16<WS>(rW[i][kR3 * g + c], w0, w1);
-#pragma unroll
-                for (int bb = 0; bb < BC; ++bb) {
-                  acc[2 * i * BC + bb] = fmaf(w0, hv[bb], acc[2 * i * BC + bb]);
-                  if (2 * i + 1 < kRows)
-                    acc[(2 * i + 1) * BC + bb] = fmaf(w1, hv[bb], acc[(2 * i + 1) * BC + bb]);
-                }
-              } else {
-#pragma unroll
-                for (int bb = 0; bb < BC; ++bb)
-                  acc[i * BC + bb] = fmaf(rW[i][kR3 * g + c], hv[bb], acc[i * BC + bb]);
-              }
-            }
-          }
         warp_reduce_scatter<kNP>(acc, lane);
         if ((lane & 3) == 0) {
           const int c = (lane >> 2) & 7;
@@ -404,14 +465,20 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
         // order, the independent chains interleaved.
         float mv[kNF][kR3] = {};
         if (has_source) {
+          // Staged forward: gate q's sums are in its row group's warps, at the unit's row.
+          const int group_warps = nwarps / kRG;
 #pragma unroll
-          for (int w = 0; w < kMaxWarps; ++w) {
-            if (w >= nwarps) break;
+          for (int w = 0; w < kMaxWarps / kRG; ++w) {
+            if (w >= group_warps) break;
 #pragma unroll
             for (int q = 0; q < kNF; ++q)
 #pragma unroll
-              for (int c = 0; c < kR3; ++c)
-                mv[q][c] += s_red[parity][w][(q * R + kR3 * f_q + c) * BC + f_bb];
+              for (int c = 0; c < kR3; ++c) {
+                if constexpr (kRG > 1)
+                  mv[q][c] += s_red[parity][q * group_warps + w][(kR3 * f_q + c) * BC + f_bb];
+                else
+                  mv[q][c] += s_red[parity][w][(q * R + kR3 * f_q + c) * BC + f_bb];
+              }
           }
         }
         float v[kR3 * kOutRecords];  // the values published: h (forward) or dQ, unit-major
@@ -537,7 +604,7 @@ template <int I, Pass P>
 constexpr KernelFn kernel_of() {
   constexpr KernelShape s = kShapes[I];
   return &persistent_rnn_kernel<s.gates, s.rows, s.groups, s.batch_chunk, s.max_threads,
-                                s.storage, P>;
+                                s.storage, s.staged, P>;
 }
 
 template <Pass P, std::size_t... I>
@@ -566,9 +633,13 @@ std::string prepare(Pass pass, const Tiling& tiling, int device) {
   PRNN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   if (cooperative == 0) return "this GPU does not support cooperative launches";
   const KernelFn fn = kernel_for(pass, tiling);
+  if (tiling.smem_bytes > 0)  // staged shapes: allow the dynamic shared memory they need
+    PRNN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(tiling.smem_bytes)));
   int per_sm = 0;
   PRNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, reinterpret_cast<const void*>(fn), tiling.threads, 0));
+      &per_sm, reinterpret_cast<const void*>(fn), tiling.threads, tiling.smem_bytes));
   if (static_cast<std::int64_t>(per_sm) * sms < tiling.ctas)
     return "the persistent kernel needs " + std::to_string(tiling.ctas) + " co-resident CTAs of " +
            std::to_string(tiling.threads) + " threads; the occupancy API reports room for " +
@@ -582,8 +653,8 @@ void launch(Pass pass, const Tiling& tiling, const Params& params, cudaStream_t 
   void* args[] = {&p};
   PRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fn),
                                               dim3(static_cast<unsigned>(tiling.ctas)),
-                                              dim3(static_cast<unsigned>(tiling.threads)), args, 0,
-                                              stream));
+                                              dim3(static_cast<unsigned>(tiling.threads)), args,
+                                              tiling.smem_bytes, stream));
 }
 
 }  // namespace prnn::persistent

@@ -38,6 +38,11 @@ struct KernelShape {
   // How the registers hold the weights: f32, or (for f16 / bf16 weights) two 16-bit weights of
   // consecutive rows per register, widened to fp32 for the FMA: half the registers.
   DType storage = DType::F32;
+  // Staged (gated cells): each chunk's records are copied once into shared memory by the whole
+  // CTA, and the forward splits the NG·R rows by gate over NG row groups of threads, so a thread
+  // holds R rows × 3G columns in both passes (G column groups of ceil(H/3) records forward, of
+  // ceil(NG·H/3) backward) and the partial sums stay R·BC: the batch fits in one chunk.
+  bool staged = false;
 };
 
 // The instantiated shapes, grouped by cell, then R ascending; within a group BC ascending.
@@ -63,7 +68,16 @@ inline constexpr KernelShape kShapes[] = {
     {3, 9, 1, 1, 384, DType::BF16}, {3, 9, 1, 2, 384, DType::BF16},  //
     {3, 9, 1, 1, 384, DType::F16},  {3, 9, 1, 2, 384, DType::F16},   //
     {4, 9, 1, 1, 384, DType::BF16}, {4, 9, 1, 2, 384, DType::BF16},  //
-    {4, 9, 1, 1, 384, DType::F16},  {4, 9, 1, 2, 384, DType::F16},
+    {4, 9, 1, 1, 384, DType::F16},  {4, 9, 1, 2, 384, DType::F16},   //
+    // Staged R = 9 GRU (H <= 1152) and LSTM (H <= 1152: 96 column threads per gate).
+    {3, 9, 3, 1, 384, DType::F32, true},  {3, 9, 3, 2, 384, DType::F32, true},    //
+    {3, 9, 3, 4, 384, DType::F32, true},                                          //
+    {3, 9, 3, 1, 384, DType::BF16, true}, {3, 9, 3, 2, 384, DType::BF16, true},   //
+    {3, 9, 3, 4, 384, DType::BF16, true},                                         //
+    {4, 9, 4, 1, 384, DType::F32, true},  {4, 9, 4, 2, 384, DType::F32, true},    //
+    {4, 9, 4, 4, 384, DType::F32, true},                                          //
+    {4, 9, 4, 1, 384, DType::BF16, true}, {4, 9, 4, 2, 384, DType::BF16, true},   //
+    {4, 9, 4, 4, 384, DType::BF16, true},
 };
 inline constexpr int kShapeCount = static_cast<int>(sizeof(kShapes) / sizeof(kShapes[0]));
 
@@ -71,12 +85,18 @@ inline constexpr int kShapeCount = static_cast<int>(sizeof(kShapes) / sizeof(kSh
 inline constexpr int wanted_batch_chunk(std::int64_t batch) {
   return batch <= 2 ? 1 : batch <= 4 ? 2 : 4;
 }
+// Staged shapes: the whole batch in one chunk up to 4.
+inline constexpr int wanted_staged_chunk(std::int64_t batch) {
+  return batch <= 1 ? 1 : batch <= 2 ? 2 : 4;
+}
 
 struct Tiling {
   int shape = -1;  // index into kShapes; -1: no shape fits (reason says why)
   int gates = 1, rows = 0, groups = 0, batch_chunk = 0;
   DType storage = DType::F32;  // the weights in registers
+  bool staged = false;
   int ctas = 0, threads = 0;
+  std::size_t smem_bytes = 0;  // dynamic shared memory per CTA (staged: BC·records·16)
   // Records per batch element and step of the larger exchanged vector: ceil(NG·H / 3) (the
   // backward's dQ; the forward's h needs ceil(H / 3)).
   std::int64_t records = 0;

@@ -90,17 +90,20 @@ TEST(Planner, GatedCellsUseTheirKernelTiling) {
   EXPECT_EQ(lstm.units_per_cta, 9);  // 1024 / 132 SMs rounded up to whole records
   EXPECT_EQ(lstm.rows_per_cta, 36);
   EXPECT_EQ(lstm.ctas, 114);
-  EXPECT_EQ(lstm.threads_per_cta, 352);  // ceil(1024 / 3) records, whole warps
+  // Staged: 4 gates x 96 column threads (ceil(342 records / 4 groups), whole warps), the batch
+  // of 4 in one chunk.
+  EXPECT_EQ(lstm.threads_per_cta, 384);
   EXPECT_NE(lstm.kernel.find("36 gate rows"), std::string::npos) << lstm.kernel;
+  EXPECT_NE(lstm.kernel.find("chunks of 4, records staged"), std::string::npos) << lstm.kernel;
   const PersistentPlan gru = plan_persistent(rnn(Cell::GRU, 500), 5, h200());
   EXPECT_EQ(gru.units_per_cta, 6);
   EXPECT_NE(gru.kernel.find("chunks of 4"), std::string::npos) << gru.kernel;
-  // Beyond the largest fp32 LSTM shape the kernel line says why (the capacity model still
-  // reports what a shared-memory spill would hold).
-  const PersistentPlan big = plan_persistent(rnn(Cell::LSTM, 1152), 4, h200());
-  EXPECT_NE(big.kernel.find("H=1152"), std::string::npos) << big.kernel;
-  EXPECT_NE(big.kernel.find("H <= 1056"), std::string::npos) << big.kernel;
-  // The same layer with bf16 weights: two weights per register, so R = 9 reaches H = 1152.
+  // Beyond the largest LSTM shape the kernel line says why (the capacity model still reports
+  // what a shared-memory spill would hold).
+  const PersistentPlan big = plan_persistent(rnn(Cell::LSTM, 1200), 4, h200());
+  EXPECT_NE(big.kernel.find("H=1200"), std::string::npos) << big.kernel;
+  EXPECT_NE(big.kernel.find("H <= 1152"), std::string::npos) << big.kernel;
+  // bf16 weights: two weights per register.
   const PersistentPlan half = plan_persistent(rnn(Cell::LSTM, 1152, DType::BF16), 4, h200());
   EXPECT_EQ(half.units_per_cta, 9);
   EXPECT_EQ(half.ctas, 128);
