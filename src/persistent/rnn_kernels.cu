@@ -167,23 +167,6 @@ __device__ __forceinline__ void fma_rows(const WReg (&rW)[kWRows][kCols], int co
   }
 }
 
-// Whether a wait begun at `start` may go on: false when an abort was requested (by this CTA or
-// another), or when the wait outlasts p.timeout_ns, which it reports (kStatusTimeout) and turns
-// into an abort of every CTA.
-__device__ __forceinline__ bool keep_waiting(std::uint64_t start, const Params& p,
-                                             const int* s_abort) {
-  if (*static_cast<const volatile int*>(s_abort) != 0 ||
-      *static_cast<volatile unsigned*>(p.control + kAbort) != 0)
-    return false;
-  if (global_ns() - start > p.timeout_ns) {
-    atomicOr(p.control + kStatus, kStatusTimeout);
-    atomicExch(p.control + kAbort, 1u);
-    if (p.status_host != nullptr) *static_cast<volatile unsigned*>(p.status_host) = kStatusTimeout;
-    return false;
-  }
-  return true;
-}
-
 // Polls until every record r[u] whose address at[u] is not null carries `tag`, reloading the
 // missing ones (all loads in flight at once). Returns false, with kStatusTimeout reported and
 // every CTA told to abort, when a wait outlasts p.timeout_ns, or when an abort was requested.
@@ -204,19 +187,19 @@ __device__ bool wait_records(float4 (&r)[N], const float4* const (&at)[N], unsig
     for (int u = 0; u < N; ++u) ready &= at[u] == nullptr || tagged(r[u], tag);
     if (ready) return true;
     if (spins % kSpinsPerCheck != 0) continue;
-    if (!keep_waiting(start, p, s_abort)) return false;
+    if (*static_cast<const volatile int*>(s_abort) != 0 ||
+        *static_cast<volatile unsigned*>(p.control + kAbort) != 0)
+      return false;
+    if (global_ns() - start > p.timeout_ns) {
+      atomicOr(p.control + kStatus, kStatusTimeout);
+      atomicExch(p.control + kAbort, 1u);
+      if (p.status_host != nullptr) *static_cast<volatile unsigned*>(p.status_host) = kStatusTimeout;
+      return false;
+    }
   }
 }
 
-// One record copied from global into shared memory without passing through registers or L1
-// (cp.async.cg: the 16 bytes come from L2 as one access), and the wait for this thread's copies.
-__device__ __forceinline__ void copy_record_async(float4* dst, const float4* src) {
-  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void wait_async_copies() {
-  asm volatile("cp.async.wait_all;" ::: "memory");
-}
+constexpr int kStageBatch = 4;  // records a thread has in flight while staging
 
 template <int NG, int R, int G, int BC, int kMaxThreads, DType WS, bool kStaged, Pass P>
 __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Params p) {
@@ -423,42 +406,28 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
               fma_rows<kWRows, kRows, BC, kPacked, WS>(rW, kR3 * g + c, hv, acc);
             }
         } else {
-          // Staged: the CTA copies the chunk's BC·K records into shared memory once: thread
-          // tid takes records tid, tid + threads, ..., copied straight into shared memory
-          // (cp.async through L2, all in flight at once); it waits for its copies and copies
-          // again those whose tag is not yet `want`, until every one carries it. Records of
-          // batch rows past B, and h0 at s = 0, are written directly.
+          // Staged: the CTA copies the chunk's BC·K records into shared memory once (each
+          // thread polls kStageBatch at a time, all in flight), then every thread reads its
+          // columns from there.
           const int n = BC * K;
-          const int stride = static_cast<int>(blockDim.x);
-          for (int i = tid; i < n; i += stride) {
-            const int bb = i / K, k = i % K;
-            if (from_exchange && b0 + bb < B) {
-              copy_record_async(&s_rec[i], src + static_cast<std::int64_t>(b0 + bb) * K + k);
-            } else {
-              float4 r;
-              fetch(k, bb, r);
-              s_rec[i] = r;
+          for (int base = tid; base < n; base += kStageBatch * static_cast<int>(blockDim.x)) {
+            float4 rec[kStageBatch];
+            const float4* at[kStageBatch];
+#pragma unroll
+            for (int u = 0; u < kStageBatch; ++u) {
+              const int i = base + u * static_cast<int>(blockDim.x);
+              at[u] = nullptr;
+              rec[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+              if (i < n) at[u] = fetch(i % K, i / K, rec[u]);
             }
-          }
-          if (from_exchange) {
-            std::uint64_t start = 0;
-            for (unsigned spins = 1;; ++spins) {
-              wait_async_copies();
-              bool missing = false;
-              for (int i = tid; i < n; i += stride) {
-                const int bb = i / K;
-                if (b0 + bb >= B || tagged(s_rec[i], want)) continue;
-                copy_record_async(&s_rec[i], src + static_cast<std::int64_t>(b0 + bb) * K + i % K);
-                missing = true;
-              }
-              if (!missing) break;
-              if (spins == 1) start = global_ns();
-              if (spins % kSpinsPerCheck != 0) continue;
-              if (!keep_waiting(start, p, &s_abort)) {
-                wait_async_copies();
-                s_abort = 1;
-                break;
-              }
+            if (!wait_records(rec, at, want, p, &s_abort)) {
+              s_abort = 1;
+              break;
+            }
+#pragma unroll
+            for (int u = 0; u < kStageBatch; ++u) {
+              const int i = base + u * static_cast<int>(blockDim.x);
+              if (i < n) s_rec[i] = rec[u];
             }
           }
           __syncthreads();
