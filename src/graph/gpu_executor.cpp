@@ -9,7 +9,7 @@
 //                 region, Parameter nodes the Model's device copy (no copy), everything else
 //                 its slot. Scratch is a per-batch bump region (stream order makes reuse safe).
 //   grads arena   dL/d(node) for every node at the same offsets; zeroed by backward.
-//   tables        the pointer / int64 tables of all launches of one forward or backward,
+//   tables        the pointer / int64 / double tables of all launches of one forward or backward,
 //                 built on the host while planning the launches, uploaded with ONE copy, then
 //                 the launches are issued (host closures, in order, on the default stream).
 // Forward per batch: Input/Parameter nothing; Lookup, PickRange, Concatenate one gather;
@@ -110,6 +110,11 @@ class Tables {
   size_t ints(const std::vector<std::int64_t>& v) {
     const size_t at = words_.size();
     for (std::int64_t x : v) words_.push_back(static_cast<std::uint64_t>(x));
+    return at;
+  }
+  size_t reals(const std::vector<double>& v) {
+    const size_t at = words_.size();
+    for (double x : v) words_.push_back(std::bit_cast<std::uint64_t>(x));
     return at;
   }
   void upload(Arena& dev) {
@@ -556,9 +561,21 @@ class Runner {
       for (NodeId a : g_->node(id).args) xs.push_back(value(a));
     return xs;
   }
-  gpu::DropoutArgs dropout_args(const Node& f) const {
-    return {g_->seed(), f.p, g_->training() && f.p != 0.0};
+  // Dropout's per-member tables: node ids (the mask's hash input) and rates. The rate is not in
+  // the signature, so one batch may mix rates; nothing per node is taken from the first member.
+  struct DropoutTables {
+    size_t ids = 0, rates = 0;
+  };
+  DropoutTables dropout_tables(const std::vector<NodeId>& members) {
+    std::vector<std::int64_t> ids;
+    std::vector<double> rates;
+    for (NodeId id : members) {
+      ids.push_back(id);
+      rates.push_back(g_->node(id).p);
+    }
+    return {tables_.ints(ids), tables_.reals(rates)};
   }
+  gpu::DropoutArgs dropout_args() const { return {g_->seed(), g_->training()}; }
 
   void build_forward(const Batch& batch) {
     scratch_used_ = 0;
@@ -572,11 +589,14 @@ class Runner {
       case Op::Parameter:
         return;
       case Op::Lookup: {
-        DeviceMirror& mirror = device_mirror(*f.lookup.model());
-        const DeviceMirror::Table& t = mirror.tables[idx(f.lookup.index())];
+        // The signature names the table by its index only: each member reads its own Model's.
         std::vector<const float*> rows;
-        for (NodeId id : members)
-          rows.push_back(t.value.data_as<float>() + idx(g_->node(id).index) * t.row);
+        for (NodeId id : members) {
+          const Node& node = g_->node(id);
+          const DeviceMirror::Table& t =
+              device_mirror(*node.lookup.model()).tables[idx(node.lookup.index())];
+          rows.push_back(t.value.data_as<float>() + idx(node.index) * t.row);
+        }
         gather(rows, {out}, y);
         return;
       }
@@ -633,11 +653,12 @@ class Runner {
         return;
       }
       case Op::Dropout: {
-        const std::vector<std::int64_t> ids(members.begin(), members.end());
-        const size_t t_x = tables_.pointers(argument_values(members)), t_id = tables_.ints(ids);
-        const gpu::DropoutArgs d = dropout_args(f);
-        launch([this, d, B, out, t_x, t_id, y] {
-          gpu::dropout_forward(d, B, out, tables_.at<const std::int64_t>(t_id),
+        const size_t t_x = tables_.pointers(argument_values(members));
+        const DropoutTables t = dropout_tables(members);
+        const gpu::DropoutArgs d = dropout_args();
+        launch([this, d, B, out, t_x, t, y] {
+          gpu::dropout_forward(d, B, out, tables_.at<const std::int64_t>(t.ids),
+                               tables_.at<const double>(t.rates),
                                tables_.at<const float* const>(t_x), y, kStream);
         });
         return;
@@ -672,12 +693,13 @@ class Runner {
         return;
       }
       case Op::Lookup: {
-        Model& model = *f.lookup.model();
-        DeviceMirror::Table& t = device_mirror(model).tables[idx(f.lookup.index())];
-        model.storage().host_stale = true;
         std::vector<Contribution> list;
         for (NodeId id : live) {
-          const size_t row = idx(g_->node(id).index);
+          const Node& node = g_->node(id);
+          Model& model = *node.lookup.model();
+          DeviceMirror::Table& t = device_mirror(model).tables[idx(node.lookup.index())];
+          model.storage().host_stale = true;
+          const size_t row = idx(node.index);
           list.push_back({t.grad.data_as<float>() + row * t.row, out, grad(id),
                           t.touched.data_as<std::uint8_t>() + row});
         }
@@ -755,13 +777,13 @@ class Runner {
         return;
       }
       case Op::Dropout: {
-        const std::vector<std::int64_t> ids(members.begin(), members.end());
-        const size_t t_id = tables_.ints(ids);
+        const DropoutTables t = dropout_tables(members);
         const Accumulate acc = route(members);
         const size_t t_dx = acc.table;
-        const gpu::DropoutArgs d = dropout_args(f);
-        launch([this, d, B, out, t_id, dy, t_dx] {
-          gpu::dropout_backward(d, B, out, tables_.at<const std::int64_t>(t_id), dy,
+        const gpu::DropoutArgs d = dropout_args();
+        launch([this, d, B, out, t, dy, t_dx] {
+          gpu::dropout_backward(d, B, out, tables_.at<const std::int64_t>(t.ids),
+                                tables_.at<const double>(t.rates), dy,
                                 tables_.at<float* const>(t_dx), kStream);
         });
         scatter(acc.pending);

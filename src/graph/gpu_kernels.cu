@@ -217,29 +217,32 @@ __global__ void pick_nls_backward_kernel(std::int64_t n, const float* const* __r
 
 // ---- dropout ----------------------------------------------------------------------------------
 
-__device__ inline float dropout_scale_at(const DropoutArgs& d, std::int64_t node, std::int64_t i) {
-  if (!d.active) return 1.0f;
+__device__ inline float dropout_scale_at(const DropoutArgs& d, std::int64_t node, double p,
+                                         std::int64_t i) {
+  if (!d.training || p == 0.0) return 1.0f;
   return static_cast<float>(dropout_mask_scale(d.seed, static_cast<std::int32_t>(node),
-                                               static_cast<std::uint64_t>(i), d.p));
+                                               static_cast<std::uint64_t>(i), p));
 }
 
 __global__ void dropout_forward_kernel(DropoutArgs d, int B, std::int64_t n,
                                        const std::int64_t* __restrict__ node,
+                                       const double* __restrict__ p,
                                        const float* const* __restrict__ x, float* __restrict__ y) {
   const std::int64_t total = static_cast<std::int64_t>(B) * n;
   for (std::int64_t e = global_index(); e < total; e += grid_stride()) {
     const std::int64_t b = e / n, i = e % n;
-    y[e] = x[b][i] * dropout_scale_at(d, node[b], i);
+    y[e] = x[b][i] * dropout_scale_at(d, node[b], p[b], i);
   }
 }
 
 __global__ void dropout_backward_kernel(DropoutArgs d, int B, std::int64_t n,
                                         const std::int64_t* __restrict__ node,
+                                        const double* __restrict__ p,
                                         const float* __restrict__ dy, float* const* dx) {
   const std::int64_t total = static_cast<std::int64_t>(B) * n;
   for (std::int64_t e = global_index(); e < total; e += grid_stride()) {
     const std::int64_t b = e / n, i = e % n;
-    dx[b][i] += dy[e] * dropout_scale_at(d, node[b], i);
+    dx[b][i] += dy[e] * dropout_scale_at(d, node[b], p[b], i);
   }
 }
 
@@ -358,18 +361,18 @@ void pick_neg_log_softmax_backward(int B, std::int64_t n, const float* const* x,
 }
 
 void dropout_forward(const DropoutArgs& d, int B, std::int64_t n, const std::int64_t* node,
-                     const float* const* x, float* y, cudaStream_t stream) {
+                     const double* p, const float* const* x, float* y, cudaStream_t stream) {
   check_sizes("dropout_forward", B, 1, n);
   if (B == 0 || n == 0) return;
-  dropout_forward_kernel<<<blocks_for(B * n), kThreads, 0, stream>>>(d, B, n, node, x, y);
+  dropout_forward_kernel<<<blocks_for(B * n), kThreads, 0, stream>>>(d, B, n, node, p, x, y);
   PRNN_CHECK_LAUNCH();
 }
 
 void dropout_backward(const DropoutArgs& d, int B, std::int64_t n, const std::int64_t* node,
-                      const float* dy, float* const* dx, cudaStream_t stream) {
+                      const double* p, const float* dy, float* const* dx, cudaStream_t stream) {
   check_sizes("dropout_backward", B, 1, n);
   if (B == 0 || n == 0) return;
-  dropout_backward_kernel<<<blocks_for(B * n), kThreads, 0, stream>>>(d, B, n, node, dy, dx);
+  dropout_backward_kernel<<<blocks_for(B * n), kThreads, 0, stream>>>(d, B, n, node, p, dy, dx);
   PRNN_CHECK_LAUNCH();
 }
 

@@ -8,7 +8,8 @@
 //   - dx tables: like x tables, pointing where dL/d(argument) is ACCUMULATED (+=). Within one
 //     launch every dx entry must point to distinct memory (the executor routes repeated
 //     arguments through zeroed scratch and scatter_add);
-//   - int64 tables (labels, node ids, offsets) are device arrays too.
+//   - int64 tables (labels, node ids, offsets) and double tables (dropout rates) are device
+//     arrays too: every per-node attribute is passed per member, never taken from the first.
 // All launches are asynchronous on `stream`, check the launch (PRNN_CHECK_LAUNCH) and do nothing
 // when the work is empty. fp32 throughout.
 #pragma once
@@ -57,18 +58,18 @@ void pick_neg_log_softmax_backward(int B, std::int64_t n, const float* const* x,
                                    const std::int64_t* label, const float* dy, float* const* dx,
                                    cudaStream_t stream);
 
-// Inverted dropout with graph/dropout_hash.h's mask of (seed, node[b], i): y = x · scale, scale
-// 1 when !active (not training, or p == 0).
+// Inverted dropout with graph/dropout_hash.h's mask of (seed, node[b], i, p[b]): y = x · scale,
+// scale 1 when not training or p[b] == 0. The node id and the rate are per member (node [B],
+// p [B]): a batch may hold dropout nodes of different rates (the rate is not in the signature).
 struct DropoutArgs {
   std::uint64_t seed = 0;
-  double p = 0.0;
-  bool active = false;
+  bool training = false;
 };
 void dropout_forward(const DropoutArgs& d, int B, std::int64_t n, const std::int64_t* node,
-                     const float* const* x, float* y, cudaStream_t stream);
+                     const double* p, const float* const* x, float* y, cudaStream_t stream);
 // dx[b][i] += dy[b*n + i] · scale(b, i)
 void dropout_backward(const DropoutArgs& d, int B, std::int64_t n, const std::int64_t* node,
-                      const float* dy, float* const* dx, cudaStream_t stream);
+                      const double* p, const float* dy, float* const* dx, cudaStream_t stream);
 
 // ---- Optimizer updates over the Model's device copies (graph/trainers.cpp) -------------------
 // Over n elements of w, g (and state); with `touched` non-null, element i belongs to row

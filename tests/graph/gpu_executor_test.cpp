@@ -1,8 +1,9 @@
 // GPU executors: GpuExecutor (one kernel per node) and GpuAutobatchExecutor (depth and agenda)
 // against the fp64 CPU reference on forward values, node gradients, parameter gradients,
-// lookup-row gradients and touched rows, over random graphs, a mini-batch of SST trees through the
-// Tree-LSTM and BiLSTM sequences with dropout; determinism run to run; the device trainers (SGD
-// with momentum and weight decay, Adam) against the host trainers; the Model's device copies.
+// lookup-row gradients and touched rows, over random graphs, dropouts of mixed rates in one batch,
+// a mini-batch of SST trees through the Tree-LSTM and BiLSTM sequences with dropout; determinism
+// run to run; the device trainers (SGD with momentum and weight decay, Adam) against the host
+// trainers; the Model's device copies.
 // A GPU test never skips: without a device it fails.
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/autobatch.h"
 #include "graph/test_graphs.h"
 #include "prnn/device.h"
 #include "prnn/error.h"
@@ -168,6 +170,36 @@ TEST(GpuExecutors, BiLstmWithDropoutMatchesCpuReference) {
       losses.push_back(pick_neg_log_softmax(affine_transform({b, w, h}), rng.integer(0, kTags - 1)));
   }
   expect_equivalent(g, sum(losses), m);
+}
+
+// Dropout nodes of different rates (0 among them) in one batch: the rate is not in the
+// signature, so both strategies batch these same-shaped, same-depth dropouts, and each member
+// must keep its own rate and node id (the agenda plan of a random graph once ran a batch with the
+// first member's rate).
+TEST(GpuExecutors, DropoutOfMixedRatesInOneBatchMatchesCpuReference) {
+  PRNN_REQUIRE_GPU();
+  Rng rng;
+  Model m(rng.gen()());
+  const Parameter w = m.add_parameters({5, 3}), b = m.add_parameters({5});
+  Graph g(rng.gen()(), true);
+  const Expr ew = parameter(g, w), eb = parameter(g, b);
+  std::vector<Expr> terms;
+  for (const double p : {0.1, 0.7, 0.0, 0.5, 0.9, 0.3}) {
+    const Expr h = tanh(affine_transform({eb, ew, input(g, {3}, rng.uniform(3))}));
+    terms.push_back(input(g, Dim{1, 5}, rng.uniform(5)) * dropout(h, p));
+  }
+  const Expr loss = sum(terms);
+  for (const BatchStrategy s : {BatchStrategy::Depth, BatchStrategy::Agenda}) {
+    SCOPED_TRACE(to_string(s));
+    bool mixed = false;
+    for (const Batch& batch : plan_batches(g, loss.id, s).batches) {
+      const Node& first = g.node(batch.nodes.front());
+      if (first.op != Op::Dropout) continue;
+      for (const NodeId id : batch.nodes) mixed = mixed || g.node(id).p != first.p;
+    }
+    EXPECT_TRUE(mixed) << "no batch mixes dropout rates: the test no longer tests that";
+  }
+  expect_equivalent(g, loss, m);
 }
 
 // Products whose x is a matrix (n > 1 columns: the strided-batched path) and long softmaxes
