@@ -9,11 +9,27 @@
 //   Gate order: LSTM i,f,g,o; GRU r,z,n with n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn)) and
 //   h' = (1 - z) ⊙ n + z ⊙ h.
 //   Vanilla cells: h' = act(W_ih x + b_ih + W_hh h + b_hh), act = relu, min(max(x,0),20) or tanh.
+//
+// Residual connections (RnnDesc::residual_every = k >= 1; 0: none): every layer l >= 1 with
+// l % k == 0 adds its input to its output, out_l = rnn_l(out_{l-1}) + out_{l-1} (the shapes match:
+// I_l = D*H for l >= 1), as in the Persistent RNNs paper's deep speech stacks. The recurrence
+// (h_{t-1} fed back, hn) runs on the layer's own hidden state, not on the sum; the backward adds
+// dout_l to d(in_l) along the identity path.
+//
+// Variable-length sequences (the optional `lengths` of Rnn::forward, lengths[b] in [1, T]):
+// positions t >= lengths[b] are padding, an identity step for batch row b in every layer and
+// direction: the state passes through unchanged (h_t = h_{t-1}, LSTM c_t = c_{t-1}), y_t = 0
+// there, and x_t there has no effect (dx_t = 0, dy_t ignored). So the forward direction's hn/cn
+// are the state after step lengths[b] - 1, and the reverse direction (t = T-1 .. 0) starts from
+// h0 at t = lengths[b] - 1: PyTorch's packed-sequence semantics (pack_padded_sequence). In the
+// backward a padded step passes dh (and dc) through unchanged and adds nothing to the parameter
+// gradients.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "prnn/dtype.h"
@@ -43,6 +59,8 @@ struct RnnDesc {
   std::int64_t layers = 1;
   Direction direction = Direction::Unidirectional;
   DType weight_dtype = DType::F32;
+  // Residual connection every k layers (see above); 0: none.
+  std::int64_t residual_every = 0;
 
   int directions() const { return direction == Direction::Bidirectional ? 2 : 1; }
   std::int64_t gate_rows() const { return gate_count(cell) * hidden_size; }
@@ -50,7 +68,11 @@ struct RnnDesc {
   std::int64_t layer_input_size(std::int64_t layer) const {
     return layer == 0 ? input_size : directions() * hidden_size;
   }
-  // Throws InvalidArgument naming the field when a size is not positive.
+  // Whether layer l adds its input to its output (residual_every k >= 1, l >= 1, l % k == 0).
+  bool residual_at(std::int64_t layer) const {
+    return residual_every > 0 && layer >= 1 && layer % residual_every == 0;
+  }
+  // Throws InvalidArgument naming the field when a size is not positive or residual_every < 0.
   void validate() const;
 };
 
@@ -101,6 +123,10 @@ RnnAlgo parse_rnn_algo(const std::string& name);
 // Optional (an empty TensorView): h0 / c0 (zeros), hn / cn (not written), dhn / dcn (zeros),
 // dx / dh0 / dc0 (not computed). c0, cn, dcn, dc0 must be empty unless the cell is LSTM.
 // Gradient outputs are overwritten, not accumulated.
+// lengths (forward, optional): [B] host int32, lengths[b] in [1, T] (see "Variable-length
+// sequences" above); empty: every sequence has T steps. backward_data and backward_weights use
+// the lengths of the forward they follow. Device calls upload them into a buffer the
+// constructor allocated (no allocation; the host array may be reused when forward returns).
 // Training protocol: forward() keeps a reserve (pre-activations and the hidden states of every
 // layer); backward_data() is the backward of the most recent forward() and must get the same
 // params; it leaves the gradients of the pre-activations in the reserve, which
@@ -139,10 +165,13 @@ class Rnn {
   std::size_t workspace_bytes() const;
 
   // Training-mode forward: y (and hn, cn) from x, params, h0 (c0); keeps the reserve.
+  // lengths: per-sequence lengths (see above), empty for all T; InvalidArgument names a bad entry.
   void forward(const TensorView& x, const TensorView& params, const TensorView& h0,
                const TensorView& c0, const TensorView& y, const TensorView& hn,
-               const TensorView& cn, cudaStream_t stream = nullptr);
-  // dx, dh0 (dc0) from dy, dhn (dcn) through the reserve of the last forward (same params).
+               const TensorView& cn, cudaStream_t stream = nullptr,
+               std::span<const std::int32_t> lengths = {});
+  // dx, dh0 (dc0) from dy, dhn (dcn) through the reserve of the last forward (same params and
+  // lengths).
   void backward_data(const TensorView& params, const TensorView& dy, const TensorView& dhn,
                      const TensorView& dcn, const TensorView& dx, const TensorView& dh0,
                      const TensorView& dc0, cudaStream_t stream = nullptr);

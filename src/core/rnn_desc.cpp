@@ -44,6 +44,9 @@ void RnnDesc::validate() const {
   PRNN_EXPECT(input_size >= 1, "RnnDesc.input_size: expected >= 1, got {}", input_size);
   PRNN_EXPECT(hidden_size >= 1, "RnnDesc.hidden_size: expected >= 1, got {}", hidden_size);
   PRNN_EXPECT(layers >= 1, "RnnDesc.layers: expected >= 1, got {}", layers);
+  PRNN_EXPECT(residual_every >= 0,
+              "RnnDesc.residual_every: expected >= 0 (0: no residual connections), got {}",
+              residual_every);
 }
 
 RnnParamOffsets rnn_param_offsets(const RnnDesc& desc, std::int64_t layer, int direction) {

@@ -201,7 +201,13 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
     initial_ = DeviceBuffer(f32_bytes(LD * B_ * H_));
     carry_ = DeviceBuffer(f32_bytes(B_ * H_));
   }
+  if (!gru_) carry_h_ = DeviceBuffer(f32_bytes(B_ * H_));
+  lengths_ = DeviceBuffer(static_cast<std::size_t>(B_) * sizeof(std::int32_t));
   y_ = DeviceBuffer(f32_bytes(LD * TBH));
+  std::int64_t residual_layers = 0;
+  for (std::int64_t l = 0; l < L_; ++l)
+    residual_slot_.push_back(desc.residual_at(l) && l < L_ - 1 ? residual_layers++ : -1);
+  if (residual_layers > 0) residual_ = DeviceBuffer(f32_bytes(residual_layers * D_ * TBH));
   if (L_ > 1)
     for (DeviceBuffer& b : dlayer_) b = DeviceBuffer(f32_bytes(D_ * TBH));
   dh_ = DeviceBuffer(f32_bytes(B_ * H_));
@@ -240,12 +246,13 @@ GemmRnn::~GemmRnn() {
 
 std::size_t GemmRnn::reserve_bytes() const {
   return pre_.bytes() + dpre_.bytes() + pre_h_.bytes() + dpre_h_.bytes() + cell_.bytes() +
-         initial_.bytes() + y_.bytes() + dlayer_[0].bytes() + dlayer_[1].bytes();
+         initial_.bytes() + y_.bytes() + dlayer_[0].bytes() + dlayer_[1].bytes() +
+         residual_.bytes();
 }
 
 std::size_t GemmRnn::workspace_bytes() const {
-  return blas_->workspace.bytes() + dh_.bytes() + carry_.bytes() + ones_.bytes() +
-         exchange_.bytes() + control_.bytes();
+  return blas_->workspace.bytes() + dh_.bytes() + carry_.bytes() + carry_h_.bytes() +
+         ones_.bytes() + lengths_.bytes() + exchange_.bytes() + control_.bytes();
 }
 
 void GemmRnn::throw_if_failed() {
@@ -288,8 +295,11 @@ void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
   cublasHandle_t h = blas_->handle;
   for (std::int64_t l = 0; l < L_; ++l) {
     const std::int64_t I = desc_.layer_input_size(l);
-    const float* in = l == 0 ? a.x : layer_out(l - 1);  // [T, B, I]
-    float* Y = layer_out(l);                               // [T, B, D·H]
+    const float* in = layer_in(l, a.x);  // [T, B, I]
+    float* Y = layer_out(l);              // [T, B, D·H]
+    const bool residual = desc_.residual_at(l);
+    // The user's y straight from the step (last layer), else written by the residual add below.
+    float* user_y = l == L_ - 1 && !residual ? a.y : nullptr;
     for (int d = 0; d < D_; ++d) {
       const RnnParamOffsets& o = offsets(l, d);
       float* P = pre(l, d);  // [T, B, GH]
@@ -313,8 +323,9 @@ void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
         p.b_hh = a.params + o.b_hh;
         p.h0 = a.h0 != nullptr ? a.h0 + (l * D_ + d) * BH : nullptr;
         p.out = Y + d * H_;
-        p.out2 = l == L_ - 1 ? a.y + d * H_ : nullptr;
+        p.out2 = user_y != nullptr ? user_y + d * H_ : nullptr;
         p.out_stride = DH;
+        p.lengths = lengths();
         p.hn = a.hn != nullptr ? a.hn + (l * D_ + d) * BH : nullptr;
         if (lstm_ || gru_) p.initial = initial(l, d);
         if (lstm_) {
@@ -336,7 +347,7 @@ void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
           ld = H_;
         }
         float* out = Y + t * B_ * DH + d * H_;
-        float* out2 = l == L_ - 1 ? a.y + t * B_ * DH + d * H_ : nullptr;
+        float* out2 = user_y != nullptr ? user_y + t * B_ * DH + d * H_ : nullptr;
         const bool last = step == T_ - 1;
         if (!lstm_ && !gru_) {
           if (h_prev != nullptr)
@@ -352,6 +363,10 @@ void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
           p.out2 = out2;
           p.out_stride = DH;
           p.hn = last && a.hn != nullptr ? a.hn + (l * D_ + d) * BH : nullptr;
+          p.lengths = lengths();
+          p.t = static_cast<std::int32_t>(t);
+          p.h_prev = h_prev;
+          p.h_prev_stride = ld;
           launch_forward_step(act_, p, s);
           continue;
         }
@@ -379,8 +394,21 @@ void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
         p.out2 = out2;
         p.out_stride = DH;
         p.hn = last && a.hn != nullptr ? a.hn + (l * D_ + d) * BH : nullptr;
+        p.lengths = lengths();
+        p.t = static_cast<std::int32_t>(t);
         launch_gated_forward_step(lstm_, p, s);
       }
+    }
+    if (residual) {  // R[l] = Y[l] + in_l (0 at padding); the last layer's goes to the user's y
+      MaskedAddParams p;
+      p.rows = T_ * B_;
+      p.batch = static_cast<std::int32_t>(B_);
+      p.width = static_cast<std::int32_t>(DH);
+      p.a = Y;
+      p.b = in;
+      p.out = l == L_ - 1 ? a.y : const_cast<float*>(layer_in(l + 1, a.x));
+      p.lengths = lengths();
+      launch_masked_add(p, s);
     }
   }
 }
@@ -413,6 +441,8 @@ void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
           p.initial = initial(l, d);
           p.carry = carry_.data_as<float>();
         }
+        p.lengths = lengths();
+        if (!gru_) p.carry_h = carry_h_.data_as<float>();
         if (lstm_) {
           p.cell = cell(l, d);
           p.dcn = a.dcn != nullptr ? a.dcn + (l * D_ + d) * BH : nullptr;
@@ -446,6 +476,12 @@ void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
           p.dy_stride = DH;
           p.dh = dh;
           p.dpre = dP + t * BH;
+          p.lengths = lengths();
+          p.t = static_cast<std::int32_t>(t);
+          if (masked_) {  // the dh that padded steps pass on
+            p.carry_in = first ? nullptr : carry_h_.data_as<const float>();
+            p.carry_out = carry_h_.data_as<float>();
+          }
           launch_backward_step(act_, p, s);
           continue;
         }
@@ -461,9 +497,15 @@ void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
                      : lstm_ && a.dcn != nullptr ? a.dcn + (l * D_ + d) * BH
                                                  : nullptr;
         p.dpre = dP + t * BGH;
+        p.lengths = lengths();
+        p.t = static_cast<std::int32_t>(t);
         if (lstm_) {
           p.c_prev = step == 0 ? initial(l, d) : cell(l, d) + time_of(d, step - 1) * BH;
           p.c = cell(l, d) + t * BH;
+          if (masked_) {  // the dh that padded steps pass on
+            p.carry_h_in = first ? nullptr : carry_h_.data_as<const float>();
+            p.carry_h_out = carry_h_.data_as<float>();
+          }
         } else {
           p.pre_h = pre_h(l, d) + t * BGH;
           p.dpre_h = dQ + t * BGH;
@@ -475,9 +517,9 @@ void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
       if (a.dh0 != nullptr) {
         float* dh0 = a.dh0 + (l * D_ + d) * BH;
         float beta = 0.0f;
-        if (gru_) {  // the part of dL/dh0 that skips W_hh
-          PRNN_CUDA_CHECK(cudaMemcpyAsync(dh0, carry_.data(), f32_bytes(BH),
-                                          cudaMemcpyDeviceToDevice, s));
+        if (gru_ || masked_) {  // the part of dL/dh0 that skips W_hh
+          PRNN_CUDA_CHECK(cudaMemcpyAsync(dh0, gru_ ? carry_.data() : carry_h_.data(),
+                                          f32_bytes(BH), cudaMemcpyDeviceToDevice, s));
           beta = 1.0f;
         }
         gemm(h, false, false, B_, H_, GH_, dQ + time_of(d, 0) * BGH, GH_, a.params + o.w_hh, H_,
@@ -487,21 +529,34 @@ void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
         PRNN_CUDA_CHECK(cudaMemcpyAsync(a.dc0 + (l * D_ + d) * BH, carry_.data(), f32_bytes(BH),
                                         cudaMemcpyDeviceToDevice, s));
     }
+    const bool residual = desc_.residual_at(l);  // d(in_l) starts from dout_l: the identity path
+    if (residual)
+      PRNN_CUDA_CHECK(cudaMemcpyAsync(din, dout, f32_bytes(T_ * B_ * I),
+                                      cudaMemcpyDeviceToDevice, s));
     if (din != nullptr)
       for (int d = 0; d < D_; ++d)
         gemm(h, false, false, T_ * B_, I, GH_, dpre(l, d), GH_, a.params + offsets(l, d).w_ih, I,
-             d == 0 ? 0.0f : 1.0f, din, I);
+             d == 0 && !residual ? 0.0f : 1.0f, din, I);
     dout = din;
   }
 }
 
 void GemmRnn::forward(const ForwardArgs& args, cudaStream_t stream) {
+  // Lengths all T run the unmasked kernels; else they go to the device ahead of the launches.
+  masked_ = std::any_of(args.lengths.begin(), args.lengths.end(),
+                        [&](std::int32_t n) { return n < T_; });
+  if (masked_) {
+    PRNN_ASSERT(static_cast<std::int64_t>(args.lengths.size()) == B_);
+    PRNN_CUDA_CHECK(cudaMemcpyAsync(lengths_.data(), args.lengths.data(), lengths_.bytes(),
+                                    cudaMemcpyHostToDevice, stream));
+  }
   if (recurrence_ == Recurrence::Persistent) {
     throw_if_failed();
     bind_blas(stream);
     return enqueue_forward(args, stream);
   }
-  const CachedGraph::Key key{args.x, args.params, args.h0, args.c0, args.y, args.hn, args.cn};
+  const CachedGraph::Key key{args.x, args.params, args.h0, args.c0,
+                             args.y, args.hn,     args.cn, lengths()};
   if (!forward_graph_.matches(key)) {
     bind_blas(capture_);
     PRNN_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
@@ -522,8 +577,8 @@ void GemmRnn::backward_data(const BackwardDataArgs& args, cudaStream_t stream) {
     bind_blas(stream);
     return enqueue_backward_data(args, stream);
   }
-  const CachedGraph::Key key{args.params, args.dy, args.dhn, args.dcn,
-                             args.dx,     args.dh0, args.dc0};
+  const CachedGraph::Key key{args.params, args.dy,  args.dhn, args.dcn,
+                             args.dx,     args.dh0, args.dc0, lengths()};
   if (!backward_graph_.matches(key)) {
     bind_blas(capture_);
     PRNN_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
@@ -547,7 +602,7 @@ void GemmRnn::backward_weights(const BackwardWeightsArgs& a, cudaStream_t stream
   const float one = 1.0f, zero = 0.0f;
   for (std::int64_t l = 0; l < L_; ++l) {
     const std::int64_t I = desc_.layer_input_size(l);
-    const float* in = l == 0 ? a.x : layer_out(l - 1);
+    const float* in = layer_in(l, a.x);
     const float* Y = layer_out(l);
     for (int d = 0; d < D_; ++d) {
       const RnnParamOffsets& o = offsets(l, d);

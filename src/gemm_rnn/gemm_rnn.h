@@ -12,6 +12,14 @@
 //   vanilla dP = dQ = dh ⊙ act'(P); LSTM dP = dQ (4 rows) and the dc carry; GRU dP (da_ih) and
 //   dQ (da_hh) and the z ⊙ dh carry (gates.cuh).
 //   dh0 = dQ[first] · W_hh (+ the GRU carry), dc0 = the LSTM carry; d(in) = Σ_d dP · W_ih.
+// Residual layer l (RnnDesc::residual_at): its output, what layer l+1 reads (the user's y for
+// the last layer), is R[l] = Y[l] + in_l (one masked add after the layer), Y[l] keeping the
+// hidden states the recurrence and dW_hh use; backward: d(in_l) = dout_l + Σ_d dP · W_ih.
+// Sequence lengths (forward's optional lengths, uploaded into a [B] buffer): the step kernels
+// and the persistent finishers make padded steps identity steps (step_kernels.h): Y[l] there
+// holds the state passed through, so h_{t-1} read from Y (the next step, dW_hh) is right; dP,
+// dQ are 0 there, so the weight-gradient GEMMs need no mask. The dh passed through padded
+// steps travels in a carry (the GRU's own; carry_h for vanilla and LSTM), added into dh0.
 // Backward weights, GEMMs over all T·B rows:
 //   dW_ih = dPᵀ · in;  dW_hh = dQᵀ · h_{t-1} (Y[l] shifted by one step, plus h0 at the first);
 //   db_ih = Σ_rows dP, db_hh = Σ_rows dQ (GEMVs with ones); dQ is dP except for the GRU.
@@ -22,8 +30,10 @@
 // pre-activations; GRU: a_ih); GRU: Q, dQ [L·D, T, B, 3H] (a_hh); LSTM: C [L·D, T, B, H] (c_t);
 // gated cells: the initial state the backward needs [L·D, B, H] (LSTM c0, GRU h0; zeros when
 // absent); Y [L, T, B, D·H] (every layer's output, the last one also written to the user's y);
-// two [T, B, D·H] buffers for the gradient flowing between layers (L > 1).
-// Workspace: cuBLAS's, [B, H] for dQ[t+1] · W_hh, [B, H] for the carry (gated cells), ones.
+// two [T, B, D·H] buffers for the gradient flowing between layers (L > 1); residual:
+// R [T, B, D·H] for every residual layer but the last.
+// Workspace: cuBLAS's, [B, H] for dQ[t+1] · W_hh, [B, H] for the carry (gated cells), [B, H]
+// carry_h (vanilla, LSTM), ones, the lengths [B] (int32).
 // cuBLAS: PEDANTIC math (fp32, no TF32), its workspace owned here (set after every
 // cublasSetStream), so neither calls nor captures allocate.
 #pragma once
@@ -33,6 +43,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,7 +62,7 @@ std::string can_implement(const RnnDesc& desc, std::int64_t steps, std::int64_t 
 // pointers the launches bake in) stays the same.
 class CachedGraph {
  public:
-  using Key = std::array<const void*, 7>;
+  using Key = std::array<const void*, 8>;
   CachedGraph() = default;
   ~CachedGraph();
   CachedGraph(const CachedGraph&) = delete;
@@ -80,6 +91,7 @@ struct ForwardArgs {
   float* y = nullptr;
   float* hn = nullptr;
   float* cn = nullptr;  // LSTM
+  std::span<const std::int32_t> lengths;  // host [B] in [1, T] (checked by prnn::Rnn), or empty
 };
 
 struct BackwardDataArgs {
@@ -170,6 +182,16 @@ class GemmRnn {
     return initial_.data_as<float>() + (l * D_ + d) * B_ * H_;
   }
   float* layer_out(std::int64_t l) const { return y_.data_as<float>() + l * T_ * B_ * D_ * H_; }
+  // What layer l reads [T, B, I_l]: x, or the output of layer l-1 (R[l-1] if residual, else Y).
+  const float* layer_in(std::int64_t l, const float* x) const {
+    if (l == 0) return x;
+    const std::int64_t slot = residual_slot_[static_cast<std::size_t>(l - 1)];
+    return slot < 0 ? layer_out(l - 1) : residual_.data_as<float>() + slot * T_ * B_ * D_ * H_;
+  }
+  // The lengths of the last forward on the device, null when every sequence has T steps.
+  const std::int32_t* lengths() const {
+    return masked_ ? lengths_.data_as<std::int32_t>() : nullptr;
+  }
 
   RnnDesc desc_;
   Activation act_ = Activation::ReLU;  // vanilla cells
@@ -178,7 +200,10 @@ class GemmRnn {
   int D_ = 1;
   std::vector<RnnParamOffsets> offsets_;  // [L·D]
   DeviceBuffer pre_, dpre_, pre_h_, dpre_h_, cell_, initial_, y_, dlayer_[2];  // reserve
-  DeviceBuffer dh_, carry_, ones_;                                              // workspace
+  DeviceBuffer residual_;                 // reserve: R of the residual layers but the last
+  std::vector<std::int64_t> residual_slot_;  // [L] slot of layer l in residual_, -1: none
+  DeviceBuffer dh_, carry_, carry_h_, ones_, lengths_;  // workspace
+  bool masked_ = false;  // the last forward had a sequence shorter than T
   std::unique_ptr<Blas> blas_;
   cudaStream_t capture_ = nullptr;
   CachedGraph forward_graph_, backward_graph_;

@@ -5,7 +5,10 @@
 // Launch:   1-D, 256 threads, one thread per element; consecutive threads walk j, so every load
 //           and store is coalesced along a row.
 // Gated:    (gates.cuh) one thread per (b, j) reads the unit's G rows j, H + j, .. of [B, G·H].
+// Padding:  a row b with t >= lengths[b] (lengths given) is an identity step (step_kernels.h).
 // Limits:   B·G·H < 2^31 (checked by can_implement).
+#include <algorithm>
+
 #include "core/cuda_check.h"
 #include "gemm_rnn/activation.cuh"
 #include "gemm_rnn/gates.cuh"
@@ -15,6 +18,13 @@ namespace prnn::gemm_rnn {
 namespace {
 
 constexpr int kThreads = 256;
+
+// Whether row b is padding at time t (lengths nullable: never).
+__device__ __forceinline__ bool padded(const std::int32_t* lengths, std::int32_t t,
+                                       std::int32_t b) {
+  return lengths != nullptr && t >= lengths[b];
+}
+
 template <Activation A>
 __global__ void __launch_bounds__(kThreads) forward_step_kernel(ForwardStepParams p) {
   const std::int32_t i = static_cast<std::int32_t>(blockIdx.x) * kThreads +
@@ -23,10 +33,13 @@ __global__ void __launch_bounds__(kThreads) forward_step_kernel(ForwardStepParam
   const std::int32_t b = i / p.hidden, j = i % p.hidden;
   const float a = p.pre[i] + p.b_ih[j] + p.b_hh[j];
   p.pre[i] = a;
-  const float h = activate<A>(a);
+  const bool pad = padded(p.lengths, p.t, b);
+  const float h = !pad                  ? activate<A>(a)
+                  : p.h_prev != nullptr ? p.h_prev[b * p.h_prev_stride + j]
+                                        : 0.0f;
   const std::int64_t o = b * p.out_stride + j;
   p.out[o] = h;
-  if (p.out2 != nullptr) p.out2[o] = h;
+  if (p.out2 != nullptr) p.out2[o] = pad ? 0.0f : h;
   if (p.hn != nullptr) p.hn[i] = h;
 }
 
@@ -36,9 +49,12 @@ __global__ void __launch_bounds__(kThreads) backward_step_kernel(BackwardStepPar
                          static_cast<std::int32_t>(threadIdx.x);
   if (i >= p.batch * p.hidden) return;
   const std::int32_t b = i / p.hidden, j = i % p.hidden;
-  float g = p.dy[b * p.dy_stride + j];
+  const bool pad = padded(p.lengths, p.t, b);
+  float g = pad ? 0.0f : p.dy[b * p.dy_stride + j];
   if (p.dh != nullptr) g += p.dh[i];
-  p.dpre[i] = g * activate_grad<A>(p.pre[i]);
+  if (p.carry_in != nullptr) g += p.carry_in[i];
+  p.dpre[i] = pad ? 0.0f : g * activate_grad<A>(p.pre[i]);
+  if (p.carry_out != nullptr) p.carry_out[i] = pad ? g : 0.0f;
 }
 
 template <bool kLstm>
@@ -48,6 +64,9 @@ __global__ void __launch_bounds__(kThreads) gated_forward_step_kernel(GatedForwa
   const std::int32_t H = p.hidden;
   if (i >= p.batch * H) return;
   const std::int32_t b = i / H, j = i % H;
+  const bool pad = padded(p.lengths, p.t, b);
+  // LSTM at a padded row: h_{t-1}; the GRU reads it anyway.
+  const float h_prev = p.has_h && (pad || !kLstm) ? p.h_prev[b * p.h_prev_stride + j] : 0.0f;
   float h;
   if constexpr (kLstm) {
     float a[4];
@@ -59,6 +78,10 @@ __global__ void __launch_bounds__(kThreads) gated_forward_step_kernel(GatedForwa
     }
     float c;
     lstm_forward(a, p.c_prev[i], c, h);
+    if (pad) {
+      c = p.c_prev[i];
+      h = h_prev;
+    }
     p.c[i] = c;
     if (p.cn != nullptr) p.cn[i] = c;
   } else {
@@ -71,12 +94,11 @@ __global__ void __launch_bounds__(kThreads) gated_forward_step_kernel(GatedForwa
       p.pre[k] = a_ih[q];
       p.pre_h[k] = a_hh[q];
     }
-    const float h_prev = p.has_h ? p.h_prev[b * p.h_prev_stride + j] : 0.0f;
-    h = gru_forward(a_ih, a_hh, h_prev);
+    h = pad ? h_prev : gru_forward(a_ih, a_hh, h_prev);
   }
   const std::int64_t o = b * p.out_stride + j;
   p.out[o] = h;
-  if (p.out2 != nullptr) p.out2[o] = h;
+  if (p.out2 != nullptr) p.out2[o] = pad ? 0.0f : h;
   if (p.hn != nullptr) p.hn[i] = h;
 }
 
@@ -87,16 +109,35 @@ __global__ void __launch_bounds__(kThreads) gated_backward_step_kernel(GatedBack
   const std::int32_t H = p.hidden;
   if (i >= p.batch * H) return;
   const std::int32_t b = i / H, j = i % H;
-  float dh = p.dy[b * p.dy_stride + j];
+  const bool pad = padded(p.lengths, p.t, b);
+  float dh = pad ? 0.0f : p.dy[b * p.dy_stride + j];
   if (p.dh != nullptr) dh += p.dh[i];
   float carry = p.carry_in != nullptr ? p.carry_in[i] : 0.0f;
+  if (pad) {  // identity step: no gate gradients, dh and the carries go on unchanged
+#pragma unroll
+    for (int q = 0; q < (kLstm ? 4 : 3); ++q) {
+      const std::int64_t k = static_cast<std::int64_t>(b) * (kLstm ? 4 : 3) * H + q * H + j;
+      p.dpre[k] = 0.0f;
+      if constexpr (!kLstm) p.dpre_h[k] = 0.0f;
+    }
+    if constexpr (kLstm) {
+      if (p.carry_h_in != nullptr) dh += p.carry_h_in[i];
+      p.carry_h_out[i] = dh;  // the padded step needs the carries (the driver gives them)
+      p.carry_out[i] = carry;
+    } else {
+      p.carry_out[i] = carry + dh;
+    }
+    return;
+  }
   if constexpr (kLstm) {
+    if (p.carry_h_in != nullptr) dh += p.carry_h_in[i];
     float a[4], da[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) a[q] = p.pre[static_cast<std::int64_t>(b) * 4 * H + q * H + j];
     lstm_backward(a, p.c_prev[i], p.c[i], dh, carry, da);
 #pragma unroll
     for (int q = 0; q < 4; ++q) p.dpre[static_cast<std::int64_t>(b) * 4 * H + q * H + j] = da[q];
+    if (p.carry_h_out != nullptr) p.carry_h_out[i] = 0.0f;
   } else {
     float a_ih[3], a_hh[3], da_ih[3], da_hh[3];
 #pragma unroll
@@ -121,7 +162,28 @@ unsigned blocks_for(std::int32_t batch, std::int32_t hidden) {
                                kThreads);
 }
 
+__global__ void __launch_bounds__(kThreads) masked_add_kernel(MaskedAddParams p) {
+  const std::int64_t n = p.rows * p.width;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kThreads;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
+       i += stride) {
+    const std::int64_t r = i / p.width;
+    const bool pad = padded(p.lengths, static_cast<std::int32_t>(r / p.batch),
+                            static_cast<std::int32_t>(r % p.batch));
+    p.out[i] = pad ? 0.0f : p.a[i] + p.b[i];
+  }
+}
+
 }  // namespace
+
+void launch_masked_add(const MaskedAddParams& p, cudaStream_t stream) {
+  constexpr std::int64_t kMaxBlocks = 4096;  // grid-stride beyond
+  const std::int64_t n = p.rows * p.width;
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<std::int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks));
+  masked_add_kernel<<<blocks, kThreads, 0, stream>>>(p);
+  PRNN_CHECK_LAUNCH();
+}
 
 void launch_forward_step(Activation act, const ForwardStepParams& p, cudaStream_t stream) {
   const unsigned blocks = blocks_for(p.batch, p.hidden);

@@ -8,7 +8,13 @@
 //
 // act: relu, min(max(a, 0), 20) (clipped relu) or tanh (prnn/rnn.h). All tensors fp32, rows of
 // H elements with the row strides given; no aliasing between inputs and outputs except the
-// in-place a_t.
+// in-place a_t and a carry_out that may be its carry_in.
+//
+// Padding (lengths given, row b with t >= lengths[b]; prnn/rnn.h): an identity step.
+//   forward:   h_t = h_{t-1} (LSTM c_t = c_{t-1}) into out, hn (cn); out2 (the user's y) gets 0
+//   backward:  dy_t ignored; dpre = 0; the incoming dh (and LSTM dc) goes on unchanged through the
+//              carries, which hold the part of dL/dh_{t-1} that skips W_hh
+// Residual (masked_add): out = a + b, 0 at padded rows.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,6 +35,10 @@ struct ForwardStepParams {
   float* out2 = nullptr;        // nullable, rows out_stride apart: h_t again (the user's y)
   std::int64_t out_stride = 0;
   float* hn = nullptr;          // nullable, [B, H] contiguous: h_t again (the last step's hn)
+  const std::int32_t* lengths = nullptr;  // nullable [B]: rows with t >= lengths[b] are padding
+  std::int32_t t = 0;                     // this step's time
+  const float* h_prev = nullptr;  // nullable (zeros), rows h_prev_stride apart: h_{t-1}, read
+  std::int64_t h_prev_stride = 0;  // at padded rows only
 };
 
 struct BackwardStepParams {
@@ -39,6 +49,12 @@ struct BackwardStepParams {
   std::int64_t dy_stride = 0;
   const float* dh = nullptr;   // nullable, [B, H] contiguous: dL/dh_t through step t+1
   float* dpre = nullptr;       // [B, H] da_t
+  const std::int32_t* lengths = nullptr;  // nullable [B]: padding as above
+  std::int32_t t = 0;
+  // Nullable [B, H] (both given or neither; out may alias in): the part of dL/dh_t that skips
+  // W_hh (nonzero only after padded steps), and the same for dL/dh_{t-1}.
+  const float* carry_in = nullptr;
+  float* carry_out = nullptr;
 };
 
 struct GatedForwardStepParams {
@@ -58,6 +74,8 @@ struct GatedForwardStepParams {
   std::int64_t out_stride = 0;
   float* hn = nullptr;            // nullable [B, H]
   float* cn = nullptr;            // LSTM, nullable [B, H]: c_t again
+  const std::int32_t* lengths = nullptr;  // nullable [B]: padding as above
+  std::int32_t t = 0;
 };
 
 struct GatedBackwardStepParams {
@@ -76,6 +94,24 @@ struct GatedBackwardStepParams {
   float* carry_out = nullptr;       // [B, H] (may alias carry_in)
   float* dpre = nullptr;            // [B, G·H] da (LSTM) / da_ih (GRU)
   float* dpre_h = nullptr;          // GRU [B, 3H] da_hh
+  const std::int32_t* lengths = nullptr;  // nullable [B]: padding as above
+  std::int32_t t = 0;
+  // LSTM, nullable [B, H] (both or neither, may alias): the part of dL/dh that skips W_hh, as
+  // BackwardStepParams's carries (the GRU's carry already is that part).
+  const float* carry_h_in = nullptr;
+  float* carry_h_out = nullptr;
+};
+
+// out[r, j] = a[r, j] + b[r, j] over rows r = t·B + b of `width` contiguous values, 0 where
+// lengths (nullable) marks row b at time t as padding. out may alias a or b.
+struct MaskedAddParams {
+  std::int64_t rows = 0;    // T·B
+  std::int32_t batch = 0;   // B
+  std::int32_t width = 0;
+  const float* a = nullptr;
+  const float* b = nullptr;
+  float* out = nullptr;
+  const std::int32_t* lengths = nullptr;
 };
 
 void launch_forward_step(Activation act, const ForwardStepParams& p, cudaStream_t stream);
@@ -83,5 +119,6 @@ void launch_backward_step(Activation act, const BackwardStepParams& p, cudaStrea
 // lstm: the LSTM cell, else the GRU.
 void launch_gated_forward_step(bool lstm, const GatedForwardStepParams& p, cudaStream_t stream);
 void launch_gated_backward_step(bool lstm, const GatedBackwardStepParams& p, cudaStream_t stream);
+void launch_masked_add(const MaskedAddParams& p, cudaStream_t stream);
 
 }  // namespace prnn::gemm_rnn

@@ -318,9 +318,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
       //   a_in   backward: the saved pre-activations (vanilla, LSTM: P; GRU: a_ih, then a_hh)
       //   st     the state entering the step in forward order (LSTM c_{t-1}, GRU h_{t-1}),
       //          and for the LSTM backward c_t as well
-      //   extra  backward, s = 0: dhn;  carry: backward, the gated cells' carry
+      //   extra  backward, s = 0: dhn; s > 0 with lengths (vanilla, LSTM): carry_h
+      //   carry  backward, the gated cells' carry
       const int f_b = b0 + f_bb;
       const bool f_live = finisher && f_b < B;
+      // Padding: an identity step for this batch row (rnn_kernels.h).
+      const bool f_pad = f_live && p.lengths != nullptr && t >= p.lengths[f_b];
       constexpr int kA = kFwd ? 0 : (kGru ? 2 * NG : NG);
       float u[kFwd ? NG : 1][kR3] = {}, a_in[kA > 0 ? kA : 1][kR3] = {};
       float st[kLstm && !kFwd ? 2 : 1][kR3] = {}, extra[kR3] = {}, carry[kR3] = {};
@@ -353,6 +356,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
               st[1][c] = p.cell[tbh];
             }
             if (s == 0 && p.dhn != nullptr) extra[c] = p.dhn[bh];
+            if constexpr (!kGru) {  // the part of dh that skipped W_hh (padded steps)
+              if (s > 0 && p.lengths != nullptr) extra[c] = p.carry_h[bh];
+            }
             if constexpr (kLstm) {
               if (s > 0) carry[c] = p.carry[bh];
               else if (p.dcn != nullptr) carry[c] = p.dcn[bh];
@@ -491,9 +497,17 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
           const std::int64_t tbgh = (t * B + f_b) * NG * H + row;
           if constexpr (kFwd) {
             float h = 0.0f;
+            // Padded (vanilla, LSTM): h_prev, which this thread stored one step earlier.
+            float h_pass = 0.0f;
+            if constexpr (!kGru) {
+              if (f_pad && live)
+                h_pass = !first_fwd            ? p.out[(t_prev * B + f_b) * p.out_stride + row]
+                         : p.h0 != nullptr ? p.h0[bh]
+                                           : 0.0f;
+            }
             if constexpr (NG == 1) {
               const float a = u[0][c] + mv[0][c] + bias[c];
-              h = activate(p.act, a);
+              h = f_pad ? h_pass : activate(p.act, a);
               if (live) p.pre[tbgh] = a;
             } else if constexpr (kLstm) {
               float a[4];
@@ -504,6 +518,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
                             : 0.0f;
               float c_new;
               lstm_forward(a, st[0][c], c_new, h);
+              if (f_pad) {
+                c_new = st[0][c];
+                h = h_pass;
+              }
               if (live) {
 #pragma unroll
                 for (int q = 0; q < 4; ++q) p.pre[tbgh + q * H] = a[q];
@@ -517,7 +535,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
                 a_ih[q] = live ? u[q][c] + __ldg(p.b_ih + q * H + row) : 0.0f;
                 a_hh[q] = live ? mv[q][c] + __ldg(p.b_hh + q * H + row) : 0.0f;
               }
-              h = gru_forward(a_ih, a_hh, st[0][c]);
+              h = f_pad ? st[0][c] : gru_forward(a_ih, a_hh, st[0][c]);
               if (live) {
 #pragma unroll
                 for (int q = 0; q < 3; ++q) {
@@ -529,30 +547,43 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
             if (live) {
               const std::int64_t o = (t * B + f_b) * p.out_stride + row;
               p.out[o] = h;
-              if (p.out2 != nullptr) p.out2[o] = h;
+              if (p.out2 != nullptr) p.out2[o] = f_pad ? 0.0f : h;
               if (p.hn != nullptr && s == p.steps - 1) p.hn[bh] = h;
             }
             v[c] = live ? h : 0.0f;
           } else {
-            const float dh = u[0][c] + (s == 0 ? extra[c] : mv[0][c]);
+            // mv is 0 at s = 0 and extra 0 at s > 0 without lengths: the sum is exact there.
+            // Padded: dy ignored, no gate gradients, dh goes on in the carry.
+            const float dh = (f_pad ? 0.0f : u[0][c]) + (mv[0][c] + extra[c]);
             if constexpr (NG == 1) {
-              v[c] = dh * activate_grad(p.act, a_in[0][c]);
+              v[c] = f_pad ? 0.0f : dh * activate_grad(p.act, a_in[0][c]);
               if (live) p.dpre[tbgh] = v[c];
+              if (live && p.lengths != nullptr) p.carry_h[bh] = f_pad ? dh : 0.0f;
             } else if constexpr (kLstm) {
               const float a[4] = {a_in[0][c], a_in[1][c], a_in[2][c], a_in[3][c]};
               float da[4];
+              const float dc = carry[c];
               lstm_backward(a, st[0][c], st[1][c], dh, carry[c], da);
+              if (f_pad) carry[c] = dc;
 #pragma unroll
               for (int q = 0; q < 4; ++q) {
+                if (f_pad) da[q] = 0.0f;
                 if (live) p.dpre[tbgh + q * H] = da[q];
                 v[c * 4 + q] = da[q];
               }
               if (live) p.carry[bh] = carry[c];
+              if (live && p.lengths != nullptr) p.carry_h[bh] = f_pad ? dh : 0.0f;
             } else {
               const float a_ih[3] = {a_in[0][c], a_in[1][c], a_in[2][c]};
               const float a_hh[3] = {a_in[3][c], a_in[4][c], a_in[5][c]};
               float da_ih[3], da_hh[3];
+              const float skip = carry[c] + dh;  // padded: the whole dh skips W_hh
               gru_backward(a_ih, a_hh, st[0][c], dh, carry[c], da_ih, da_hh);
+              if (f_pad) {
+                carry[c] = skip;
+#pragma unroll
+                for (int q = 0; q < 3; ++q) da_ih[q] = da_hh[q] = 0.0f;
+              }
 #pragma unroll
               for (int q = 0; q < 3; ++q) {
                 if (live) {

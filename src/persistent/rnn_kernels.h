@@ -19,6 +19,11 @@
 //     GRU      dP_t = da_ih, dQ_t = da_hh and the z ⊙ dh carry (zeros at s = 0)
 //     the carry is kept in `carry` [B, H]: after the launch it holds dc0 (LSTM) or the part of
 //     dh0 that skips W_hh (GRU)
+//   Padding (lengths given; batch row b at a time t >= lengths[b]; prnn/rnn.h): an identity step.
+//     Forward: h_t = h_prev (LSTM c_t = c_prev) stored to out, hn (cell, cn) and published; out2
+//     gets 0. BackwardData: dy_t ignored, dP_t = dQ_t = 0 (published), and the incoming dh goes on
+//     in a carry: the GRU's carry (+= dh), else carry_h (= dh; the LSTM's dc carry unchanged),
+//     which after the launch holds the part of dh0 that skips W_hh (vanilla, LSTM).
 // The new h_t (or dQ_t, NG·H values in unit-major order) is exchanged between CTAs through
 // tagged records in L2: a CTA publishes its units as 16-byte records (3 values + the step's tag)
 // and its consumers poll exactly the records they need, so the data exchange is the step's only
@@ -77,6 +82,8 @@ struct Params {
   float* carry = nullptr;        // gated BackwardData [B, H]: the carry (see above)
   float* dpre = nullptr;         // BackwardData out: dP_t (GRU: da_ih)
   float* dpre_h = nullptr;       // GRU BackwardData out: da_hh
+  const std::int32_t* lengths = nullptr;  // nullable [B]: sequence lengths (padding above)
+  float* carry_h = nullptr;      // vanilla, LSTM BackwardData with lengths [B, H] (see above)
 
   float4* exchange = nullptr;    // [2, B, K] records (exchange_bytes)
   unsigned* control = nullptr;   // [kControlWords] device words

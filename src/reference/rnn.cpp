@@ -10,6 +10,9 @@
 // runs them over layer, direction, time and batch, optionally keeping what the backward step
 // needs; backward_pass recomputes the forward with that cache, then walks layers top-down and,
 // per direction, time in the reverse of the processing order (BPTT).
+// A padded step (t >= lengths[b]) is skipped for that batch row in both passes: the state and its
+// gradient stay as they are, the output stays 0. A residual layer adds its input to its output
+// after the recurrence (forward) and dout to d(input) (backward).
 #include "reference/rnn.h"
 
 #include <cmath>
@@ -30,6 +33,7 @@ struct Problem {
   std::size_t G;  // gate rows per layer and direction: gate_count(cell) * H
   std::size_t P;  // parameter count
   RnnDesc desc;
+  std::vector<std::size_t> len;  // [B] steps of each sequence (T when no lengths are given)
 
   std::size_t layer_input(std::size_t l) const { return l == 0 ? I : D * H; }
   std::size_t x_size() const { return T * B * I; }
@@ -37,7 +41,8 @@ struct Problem {
   std::size_t state_size() const { return L * D * B * H; }
 };
 
-Problem make_problem(const char* fn, const RnnDesc& desc, std::int64_t steps, std::int64_t batch) {
+Problem make_problem(const char* fn, const RnnDesc& desc, std::int64_t steps, std::int64_t batch,
+                     const std::int32_t* lengths) {
   desc.validate();
   PRNN_EXPECT(steps >= 1, "{}: steps: expected >= 1, got {}", fn, steps);
   PRNN_EXPECT(batch >= 1, "{}: batch: expected >= 1, got {}", fn, batch);
@@ -52,6 +57,15 @@ Problem make_problem(const char* fn, const RnnDesc& desc, std::int64_t steps, st
   p.G = static_cast<std::size_t>(desc.gate_rows());
   p.P = static_cast<std::size_t>(rnn_param_count(desc));
   p.desc = desc;
+  p.len.assign(p.B, p.T);
+  if (lengths != nullptr) {
+    for (std::size_t b = 0; b < p.B; ++b) {
+      PRNN_EXPECT(lengths[b] >= 1 && lengths[b] <= steps,
+                  "{}: lengths[{}]: expected a length in [1, {}], got {}", fn, b, steps,
+                  lengths[b]);
+      p.len[b] = static_cast<std::size_t>(lengths[b]);
+    }
+  }
   return p;
 }
 
@@ -304,6 +318,7 @@ void forward_pass(const Problem& p, const Vec& x, const Vec& h0, const Vec& c0, 
       for (std::size_t s = 0; s < T; ++s) {
         const std::size_t t = time_of(p, d, s);
         for (std::size_t b = 0; b < B; ++b) {
+          if (t >= p.len[b]) continue;  // padding: h, c pass through, the output stays 0
           const std::size_t tb = t * B + b;
           cell_forward(p, w, &in[tb * I_l], &h[b * H], &c[b * H], act.data(), hn_lin.data(),
                        h_new.data(), c_new.data());
@@ -328,6 +343,8 @@ void forward_pass(const Problem& p, const Vec& x, const Vec& h0, const Vec& c0, 
         cn[state + i] = c[i];
       }
     }
+    if (p.desc.residual_at(static_cast<std::int64_t>(l)))
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] += in[i];  // I_l = D*H
     if (cache) cache->inputs[l] = std::move(in);
     in = std::move(out);
   }
@@ -364,6 +381,7 @@ void backward_pass(const Problem& p, const Vec& x, const Vec& h0, const Vec& c0,
       for (std::size_t s = T; s-- > 0;) {  // the reverse of the processing order
         const std::size_t t = time_of(p, d, s);
         for (std::size_t b = 0; b < B; ++b) {
+          if (t >= p.len[b]) continue;  // padding: dh, dc pass through, dy is ignored
           const std::size_t tb = t * B + b;
           for (std::size_t j = 0; j < H; ++j)
             dh_total[j] = dh[b * H + j] + dout[tb * D * H + d * H + j];
@@ -377,6 +395,8 @@ void backward_pass(const Problem& p, const Vec& x, const Vec& h0, const Vec& c0,
         dc0[state + i] = dc_state[i];
       }
     }
+    if (p.desc.residual_at(static_cast<std::int64_t>(l)))
+      for (std::size_t i = 0; i < din.size(); ++i) din[i] += dout[i];  // the identity path
     dout = std::move(din);
   }
   dx = std::move(dout);
@@ -386,9 +406,10 @@ void backward_pass(const Problem& p, const Vec& x, const Vec& h0, const Vec& c0,
 
 template <class T>
 void rnn_forward(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, const T* x,
-                 const T* h0, const T* c0, const T* params, T* y, T* hn, T* cn) {
+                 const T* h0, const T* c0, const T* params, T* y, T* hn, T* cn,
+                 const std::int32_t* lengths) {
   const char* fn = "rnn_forward";
-  const Problem p = make_problem(fn, desc, steps, batch);
+  const Problem p = make_problem(fn, desc, steps, batch, lengths);
   expect_non_null(fn, "x", x);
   expect_non_null(fn, "params", params);
   expect_non_null(fn, "y", y);
@@ -404,9 +425,10 @@ void rnn_forward(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, co
 template <class T>
 void rnn_backward(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, const T* x,
                   const T* h0, const T* c0, const T* params, const T* dy, const T* dhn,
-                  const T* dcn, T* dx, T* dh0, T* dc0, T* dparams) {
+                  const T* dcn, T* dx, T* dh0, T* dc0, T* dparams,
+                  const std::int32_t* lengths) {
   const char* fn = "rnn_backward";
-  const Problem p = make_problem(fn, desc, steps, batch);
+  const Problem p = make_problem(fn, desc, steps, batch, lengths);
   expect_non_null(fn, "x", x);
   expect_non_null(fn, "params", params);
   expect_non_null(fn, "dy", dy);
@@ -424,9 +446,10 @@ void rnn_backward(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, c
 
 #define PRNN_INSTANTIATE(T)                                                                     \
   template void rnn_forward<T>(const RnnDesc&, std::int64_t, std::int64_t, const T*, const T*,  \
-                               const T*, const T*, T*, T*, T*);                                 \
+                               const T*, const T*, T*, T*, T*, const std::int32_t*);            \
   template void rnn_backward<T>(const RnnDesc&, std::int64_t, std::int64_t, const T*, const T*, \
-                                const T*, const T*, const T*, const T*, const T*, T*, T*, T*, T*);
+                                const T*, const T*, const T*, const T*, const T*, T*, T*, T*, T*, \
+                                const std::int32_t*);
 PRNN_INSTANTIATE(float)
 PRNN_INSTANTIATE(double)
 #undef PRNN_INSTANTIATE

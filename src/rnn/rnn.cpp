@@ -6,8 +6,12 @@
 // Host path: the reference has no reserve (its backward recomputes the forward), so forward()
 // keeps copies of x, h0, c0 in host buffers sized by the constructor, backward_data() runs the
 // reference backward on them and keeps dparams, and backward_weights() hands dparams out.
+// Sequence lengths are checked here once; the host path keeps a copy for the backward, the
+// device path hands them to the driver, which uploads them.
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "core/check.h"
@@ -83,6 +87,8 @@ struct Rnn::Impl {
   // of the last backward_data.
   std::vector<std::byte> host_x, host_h0, host_c0, host_dparams;
   bool host_has_h0 = false, host_has_c0 = false;
+  std::vector<std::int32_t> host_lengths;  // [B], the last forward's lengths
+  bool host_has_lengths = false;
 
 #if PRNN_WITH_CUDA
   std::unique_ptr<gemm_rnn::GemmRnn> gemm;
@@ -133,10 +139,22 @@ struct Rnn::Impl {
                 name, to_string(desc.cell), to_string(t.shape()));
   }
 
+  // lengths: empty, or B entries each in [1, T]; InvalidArgument names the first bad entry.
+  void check_lengths(std::span<const std::int32_t> lengths) const {
+    if (lengths.empty()) return;
+    PRNN_EXPECT(static_cast<std::int64_t>(lengths.size()) == batch,
+                "lengths: expected {} entries (one per batch row) or none, got {}", batch,
+                lengths.size());
+    for (std::size_t b = 0; b < lengths.size(); ++b)
+      PRNN_EXPECT(lengths[b] >= 1 && lengths[b] <= steps,
+                  "lengths[{}]: expected a length in [1, {}] (steps), got {}", b, steps,
+                  lengths[b]);
+  }
+
   template <class T>
   void host_forward(const TensorView& x, const TensorView& params, const TensorView& h0,
                     const TensorView& c0, const TensorView& y, const TensorView& hn,
-                    const TensorView& cn);
+                    const TensorView& cn, std::span<const std::int32_t> lengths);
   template <class T>
   void host_backward_data(const TensorView& params, const TensorView& dy, const TensorView& dhn,
                           const TensorView& dcn, const TensorView& dx, const TensorView& dh0,
@@ -188,6 +206,7 @@ Rnn::Rnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, Device dev
     s.host_h0 = host_buffer(s.shapes.state.numel(), s.dtype());
     if (s.lstm()) s.host_c0 = host_buffer(s.shapes.state.numel(), s.dtype());
     s.host_dparams = host_buffer(s.shapes.params.numel(), s.dtype());
+    s.host_lengths.assign(static_cast<std::size_t>(batch), 0);
     return;
   }
 #if PRNN_WITH_CUDA
@@ -253,15 +272,18 @@ std::size_t Rnn::workspace_bytes() const {
 template <class T>
 void Rnn::Impl::host_forward(const TensorView& x, const TensorView& params, const TensorView& h0,
                              const TensorView& c0, const TensorView& y, const TensorView& hn,
-                             const TensorView& cn) {
+                             const TensorView& cn, std::span<const std::int32_t> lengths) {
   std::memcpy(host_x.data(), x.data(), host_x.size());
+  host_has_lengths = !lengths.empty();
+  if (host_has_lengths) std::copy(lengths.begin(), lengths.end(), host_lengths.begin());
   host_has_h0 = !h0.empty();
   if (host_has_h0) std::memcpy(host_h0.data(), h0.data(), host_h0.size());
   host_has_c0 = lstm() && !c0.empty();
   if (host_has_c0) std::memcpy(host_c0.data(), c0.data(), host_c0.size());
   reference::rnn_forward<T>(desc, steps, batch, x.data_as<const T>(), ptr_or_null<T>(h0),
                             ptr_or_null<T>(c0), params.data_as<const T>(), y.data_as<T>(),
-                            out_or_null<T>(hn), out_or_null<T>(cn));
+                            out_or_null<T>(hn), out_or_null<T>(cn),
+                            host_has_lengths ? host_lengths.data() : nullptr);
 }
 
 template <class T>
@@ -275,12 +297,13 @@ void Rnn::Impl::host_backward_data(const TensorView& params, const TensorView& d
       host_has_c0 ? reinterpret_cast<const T*>(host_c0.data()) : nullptr,
       params.data_as<const T>(), dy.data_as<const T>(), ptr_or_null<T>(dhn), ptr_or_null<T>(dcn),
       out_or_null<T>(dx), out_or_null<T>(dh0), out_or_null<T>(dc0),
-      reinterpret_cast<T*>(host_dparams.data()));
+      reinterpret_cast<T*>(host_dparams.data()), host_has_lengths ? host_lengths.data() : nullptr);
 }
 
 void Rnn::forward(const TensorView& x, const TensorView& params, const TensorView& h0,
                   const TensorView& c0, const TensorView& y, const TensorView& hn,
-                  const TensorView& cn, cudaStream_t stream) {
+                  const TensorView& cn, cudaStream_t stream,
+                  std::span<const std::int32_t> lengths) {
   Impl& s = *impl_;
   s.check_required(x, "x", s.shapes.x);
   s.check_required(params, "params", s.shapes.params);
@@ -289,15 +312,16 @@ void Rnn::forward(const TensorView& x, const TensorView& params, const TensorVie
   s.check_required(y, "y", s.shapes.y);
   s.check_optional(hn, "hn", s.shapes.state);
   s.check_cell_state(cn, "cn");
+  s.check_lengths(lengths);
   s.have_forward = false;
   s.have_backward_data = false;
   s.forward_had_h0 = !h0.empty();
   s.forward_had_c0 = !c0.empty();
   if (s.on_host()) {
     if (s.dtype() == DType::F64)
-      s.host_forward<double>(x, params, h0, c0, y, hn, cn);
+      s.host_forward<double>(x, params, h0, c0, y, hn, cn, lengths);
     else
-      s.host_forward<float>(x, params, h0, c0, y, hn, cn);
+      s.host_forward<float>(x, params, h0, c0, y, hn, cn, lengths);
     s.have_forward = true;
     return;
   }
@@ -312,6 +336,7 @@ void Rnn::forward(const TensorView& x, const TensorView& params, const TensorVie
     a.y = y.data_as<float>();
     a.hn = out_or_null<float>(hn);
     a.cn = out_or_null<float>(cn);
+    a.lengths = lengths;
     s.gemm->forward(a, stream);
   } else {
     gemm_rnn::ForwardArgs a;
@@ -322,6 +347,7 @@ void Rnn::forward(const TensorView& x, const TensorView& params, const TensorVie
     a.y = Impl::out32(y, st->y);
     a.hn = Impl::out32(hn, st->hn);
     a.cn = Impl::out32(cn, st->cn);
+    a.lengths = lengths;
     s.gemm->forward(a, stream);
     Impl::out_done(y, st->y, stream);
     Impl::out_done(hn, st->hn, stream);

@@ -21,6 +21,10 @@ struct RnnCase {
   bool bidirectional = false;
   bool with_state = true;  // h0, hn, dhn, dh0 (c0, cn, dcn, dc0 for LSTM) given, else empty
   DType dtype = DType::F32;  // of every tensor (the inputs are rounded to it)
+  std::int64_t residual_every = 0;    // RnnDesc::residual_every
+  std::vector<std::int32_t> lengths = {};  // per-sequence lengths [B], empty: all T
+
+  const std::int32_t* lengths_or_null() const { return lengths.empty() ? nullptr : lengths.data(); }
 
   RnnDesc desc() const {
     RnnDesc d;
@@ -30,13 +34,23 @@ struct RnnCase {
     d.layers = L;
     d.direction = bidirectional ? Direction::Bidirectional : Direction::Unidirectional;
     d.weight_dtype = dtype;
+    d.residual_every = residual_every;
     return d;
   }
   std::string name() const {
     return std::string(to_string(cell)) + "_T" + std::to_string(T) + "_B" + std::to_string(B) +
            "_I" + std::to_string(I) + "_H" + std::to_string(H) + "_L" + std::to_string(L) +
            (bidirectional ? "_bi" : "_uni") + (with_state ? "" : "_nostate") +
-           (dtype == DType::F32 ? "" : std::string("_") + to_string(dtype));
+           (dtype == DType::F32 ? "" : std::string("_") + to_string(dtype)) +
+           (residual_every > 0 ? "_res" + std::to_string(residual_every) : "") +
+           (lengths.empty() ? "" : "_len" + lengths_name());
+  }
+  // "5x1x2" for lengths {5, 1, 2}.
+  std::string lengths_name() const {
+    std::string n;
+    for (std::size_t b = 0; b < lengths.size(); ++b)
+      n += (b == 0 ? "" : "x") + std::to_string(lengths[b]);
+    return n;
   }
   std::int64_t D() const { return bidirectional ? 2 : 1; }
   std::size_t x_size() const { return static_cast<std::size_t>(T * B * I); }
@@ -163,10 +177,10 @@ inline RnnData make_rnn_data(const RnnCase& c, std::uint64_t seed) {
   auto out = [](std::vector<double>& v) { return v.empty() ? nullptr : v.data(); };
   const RnnDesc d = c.desc();
   reference::rnn_forward<double>(d, c.T, c.B, s.x.data(), in(s.h0), in(s.c0), s.params.data(),
-                                 s.y.data(), out(s.hn), out(s.cn));
+                                 s.y.data(), out(s.hn), out(s.cn), c.lengths_or_null());
   reference::rnn_backward<double>(d, c.T, c.B, s.x.data(), in(s.h0), in(s.c0), s.params.data(),
                                   s.dy.data(), in(s.dhn), in(s.dcn), s.dx.data(), out(s.dh0),
-                                  out(s.dc0), s.dparams.data());
+                                  out(s.dc0), s.dparams.data(), c.lengths_or_null());
   return s;
 }
 

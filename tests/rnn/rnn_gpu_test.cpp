@@ -20,6 +20,10 @@
 // of their two bounds against the reference.
 // The references are computed in parallel threads (only those of the selected tests), since a
 // large case costs the double reference ~10 G multiply-adds.
+// Stacks: residual connections every 1 and 2 layers (2 and 3 layers) and per-sequence lengths
+// ({T, 1, T-3, ...} in one batch: padding is an identity step, y = 0 and dx = 0 there), every
+// cell, both directions, odd sizes; names end in _res<k> and/or _len<lengths>
+// (--gtest_filter='*_res*:*_len*').
 // Safety: a CTA stalled past the wait bound (PRNN_PERSISTENT_STALL) turns into RuntimeError from
 // check(), and the next Rnn runs correctly.
 #include <gtest/gtest.h>
@@ -109,6 +113,29 @@ std::vector<RnnCase> cases() {
       v.push_back({cell, 100, 4, 32, 1024, 1, false, true, t});
     }
   v.push_back({Cell::LSTM, 40, 4, 16, 1152, 1, false, true, DType::BF16});  // the bf16 target
+  // Residual stacks and variable lengths, every cell.
+  for (Cell cell : {Cell::ReLU, Cell::ClippedReLU, Cell::Tanh, Cell::GRU, Cell::LSTM}) {
+    const bool has_gates = cell == Cell::GRU || cell == Cell::LSTM;
+    RnnCase a{cell, 37, 5, 7, 33, 3, true, true};  // three bidirectional layers, all residual
+    a.residual_every = 1;
+    a.lengths = {37, 1, 34, 20, 5};
+    RnnCase b{cell, 41, 3, 5, has_gates ? 515 : 1000, 3, false, true};  // layer 2 residual
+    b.residual_every = 2;
+    b.lengths = {41, 1, 38};
+    RnnCase r{cell, 23, 4, 9, 65, 2, true, true};  // residual only, no lengths
+    r.residual_every = 1;
+    RnnCase n{cell, 29, 7, 3, 17, 1, true, false};  // lengths only, no states
+    n.lengths = {1, 29, 26, 2, 29, 13, 28};
+    RnnCase m{cell, 50, 5, 24, 515, 2, false, true};  // two batch chunks (gated), one layer apart
+    m.lengths = {50, 1, 47, 50, 3};
+    for (const RnnCase& c : {a, b, r, n, m}) v.push_back(c);
+  }
+  {
+    RnnCase h{Cell::LSTM, 30, 4, 16, 1024, 2, false, true, DType::BF16};  // 16-bit, packed
+    h.residual_every = 1;
+    h.lengths = {30, 1, 27, 12};
+    v.push_back(h);
+  }
   return v;
 }
 
@@ -283,7 +310,7 @@ Inputs upload_inputs(const RnnData& s, DType t) {
 void run_all(Rnn& rnn, const RnnCase& c, const Inputs& in, Outputs& o) {
   const Shape xs = c.x_shape(), ys = c.y_shape(), ss = c.state_shape(), ps = c.param_shape();
   rnn.forward(in.x.view(xs), in.params.view(ps), in.h0.view(ss), in.c0.view(ss), o.y.view(ys),
-              o.hn.view(ss), o.cn.view(ss));
+              o.hn.view(ss), o.cn.view(ss), nullptr, c.lengths);
   rnn.backward_data(in.params.view(ps), in.dy.view(ys), in.dhn.view(ss), in.dcn.view(ss),
                     o.dx.view(xs), o.dh0.view(ss), o.dc0.view(ss));
   rnn.backward_weights(in.x.view(xs), in.h0.view(ss), in.c0.view(ss), o.dparams.view(ps));
