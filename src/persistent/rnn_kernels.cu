@@ -167,6 +167,23 @@ __device__ __forceinline__ void fma_rows(const WReg (&rW)[kWRows][kCols], int co
   }
 }
 
+// Whether a wait begun at `start` may go on: false when an abort was requested (by this CTA or
+// another), or when the wait outlasts p.timeout_ns, which it reports (kStatusTimeout) and turns
+// into an abort of every CTA.
+__device__ __forceinline__ bool keep_waiting(std::uint64_t start, const Params& p,
+                                             const int* s_abort) {
+  if (*static_cast<const volatile int*>(s_abort) != 0 ||
+      *static_cast<volatile unsigned*>(p.control + kAbort) != 0)
+    return false;
+  if (global_ns() - start > p.timeout_ns) {
+    atomicOr(p.control + kStatus, kStatusTimeout);
+    atomicExch(p.control + kAbort, 1u);
+    if (p.status_host != nullptr) *static_cast<volatile unsigned*>(p.status_host) = kStatusTimeout;
+    return false;
+  }
+  return true;
+}
+
 // Polls until every record r[u] whose address at[u] is not null carries `tag`, reloading the
 // missing ones (all loads in flight at once). Returns false, with kStatusTimeout reported and
 // every CTA told to abort, when a wait outlasts p.timeout_ns, or when an abort was requested.
@@ -187,15 +204,7 @@ __device__ bool wait_records(float4 (&r)[N], const float4* const (&at)[N], unsig
     for (int u = 0; u < N; ++u) ready &= at[u] == nullptr || tagged(r[u], tag);
     if (ready) return true;
     if (spins % kSpinsPerCheck != 0) continue;
-    if (*static_cast<const volatile int*>(s_abort) != 0 ||
-        *static_cast<volatile unsigned*>(p.control + kAbort) != 0)
-      return false;
-    if (global_ns() - start > p.timeout_ns) {
-      atomicOr(p.control + kStatus, kStatusTimeout);
-      atomicExch(p.control + kAbort, 1u);
-      if (p.status_host != nullptr) *static_cast<volatile unsigned*>(p.status_host) = kStatusTimeout;
-      return false;
-    }
+    if (!keep_waiting(start, p, s_abort)) return false;
   }
 }
 
@@ -392,25 +401,67 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
           return nullptr;
         };
         if constexpr (!kStaged) {
-          // Direct: the thread's own records, in registers.
-          float4 rec[kGroups * BC];
-          const float4* at[kGroups * BC];
+          // Direct: the thread's own records, in registers; the missing ones reloaded (all in
+          // flight at once) until every one carries `want`.
+          float4 rec[kGroups][BC];
 #pragma unroll
           for (int g = 0; g < kGroups; ++g)
 #pragma unroll
-            for (int bb = 0; bb < BC; ++bb)
-              at[g * BC + bb] = fetch(ct + g * TC, bb, rec[g * BC + bb]);
-          if (!wait_records(rec, at, want, p, &s_abort)) s_abort = 1;
-          // Per accumulator the terms are added in (group, column) order whatever the storage.
+            for (int bb = 0; bb < BC; ++bb) fetch(ct + g * TC, bb, rec[g][bb]);
+          if (from_exchange) {
+            bool ready = true;
 #pragma unroll
-          for (int g = 0; g < kGroups; ++g)
+            for (int g = 0; g < kGroups; ++g)
 #pragma unroll
-            for (int c = 0; c < kR3; ++c) {
-              float hv[BC];
+              for (int bb = 0; bb < BC; ++bb) ready &= tagged(rec[g][bb], want);
+            if (!ready) {
+              const std::uint64_t start = global_ns();
+              for (unsigned spins = 1; !ready; ++spins) {
 #pragma unroll
-              for (int bb = 0; bb < BC; ++bb) hv[bb] = component(rec[g * BC + bb], c);
-              fma_rows<kWRows, kRows, BC, kPacked, WS>(rW, kR3 * g + c, hv, acc);
+                for (int g = 0; g < kGroups; ++g) {
+                  const int k = ct + g * TC;
+#pragma unroll
+                  for (int bb = 0; bb < BC; ++bb)
+                    if (!tagged(rec[g][bb], want))
+                      rec[g][bb] = load_record(src + static_cast<std::int64_t>(b0 + bb) * K + k);
+                }
+                ready = true;
+#pragma unroll
+                for (int g = 0; g < kGroups; ++g)
+#pragma unroll
+                  for (int bb = 0; bb < BC; ++bb) ready &= tagged(rec[g][bb], want);
+                if (ready || spins % kSpinsPerCheck != 0) continue;
+                if (!keep_waiting(start, p, &s_abort)) {
+                  s_abort = 1;
+                  break;
+                }
+              }
             }
+          }
+          // Per accumulator the terms are added in (group, column) order whatever the storage;
+          // fp32 rows walk batch-major (the loop order the vanilla shapes were tuned with).
+#pragma unroll
+          for (int g = 0; g < kGroups; ++g) {
+            if constexpr (!kPacked) {
+#pragma unroll
+              for (int bb = 0; bb < BC; ++bb)
+#pragma unroll
+                for (int c = 0; c < kR3; ++c) {
+                  const float hv = component(rec[g][bb], c);
+#pragma unroll
+                  for (int i = 0; i < kWRows; ++i)
+                    acc[i * BC + bb] = fmaf(rW[i][kR3 * g + c], hv, acc[i * BC + bb]);
+                }
+            } else {
+#pragma unroll
+              for (int c = 0; c < kR3; ++c) {
+                float hv[BC];
+#pragma unroll
+                for (int bb = 0; bb < BC; ++bb) hv[bb] = component(rec[g][bb], c);
+                fma_rows<kWRows, kRows, BC, kPacked, WS>(rW, kR3 * g + c, hv, acc);
+              }
+            }
+          }
         } else {
           // Staged: the CTA copies the chunk's BC·K records into shared memory once (each
           // thread polls kStageBatch at a time, all in flight), then every thread reads its
