@@ -90,32 +90,6 @@ void check_schedule(const Graph& g, NodeId last, const BatchPlan& plan) {
   }
 }
 
-struct ModelGradients {
-  std::vector<std::vector<double>> dense;
-  std::vector<std::vector<double>> rows;              // per table, all rows
-  std::vector<std::vector<std::int64_t>> touched;     // per table
-};
-
-ModelGradients take_gradients(Model& m) {
-  ModelGradients r;
-  for (std::size_t i = 0; i < m.parameter_count(); ++i) {
-    const auto gr = m.parameter(i).gradients();
-    r.dense.emplace_back(gr.begin(), gr.end());
-  }
-  for (std::size_t i = 0; i < m.lookup_count(); ++i) {
-    const LookupParameter lp = m.lookup_parameter(i);
-    std::vector<double> all;
-    for (std::int64_t row = 0; row < lp.size(); ++row) {
-      const auto gr = lp.gradients(row);
-      all.insert(all.end(), gr.begin(), gr.end());
-    }
-    r.rows.push_back(std::move(all));
-    r.touched.push_back(lp.touched_rows());
-  }
-  m.zero_gradients();
-  return r;
-}
-
 // Runs g up to `loss` on the CPU reference and on both autobatching strategies; compares every
 // node's value and gradient and the model's gradients. Returns the agenda executor's statistics.
 AutobatchStats expect_equivalent(Graph& g, Expr loss, Model& m) {

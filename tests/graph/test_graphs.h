@@ -141,4 +141,34 @@ class TreeFixture {
   Parameter out_w, out_b;
 };
 
+// A model's accumulated gradients: dense parameters, then every lookup table's rows and the rows
+// it marks touched.
+struct ModelGradients {
+  std::vector<std::vector<double>> dense;
+  std::vector<std::vector<double>> rows;           // per table, all rows
+  std::vector<std::vector<std::int64_t>> touched;  // per table
+};
+
+// The model's gradients (after copying the device copy back when there is one), then clears them.
+inline ModelGradients take_gradients(Model& m) {
+  m.copy_to_host();
+  ModelGradients r;
+  for (std::size_t i = 0; i < m.parameter_count(); ++i) {
+    const auto gr = m.parameter(i).gradients();
+    r.dense.emplace_back(gr.begin(), gr.end());
+  }
+  for (std::size_t i = 0; i < m.lookup_count(); ++i) {
+    const LookupParameter lp = m.lookup_parameter(i);
+    std::vector<double> all;
+    for (std::int64_t row = 0; row < lp.size(); ++row) {
+      const auto gr = lp.gradients(row);
+      all.insert(all.end(), gr.begin(), gr.end());
+    }
+    r.rows.push_back(std::move(all));
+    r.touched.push_back(lp.touched_rows());
+  }
+  m.zero_gradients();
+  return r;
+}
+
 }  // namespace prnn::graph

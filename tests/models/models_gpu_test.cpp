@@ -16,42 +16,13 @@
 #include "prnn/device.h"
 #include "prnn/graph.h"
 #include "prnn/models.h"
+#include "models/model_data.h"
 
 namespace prnn::models {
 namespace {
 
-std::string test_data(const std::string& name) {
-  return std::string(PRNN_TEST_DATA_DIR) + "/" + name;
-}
-
-struct Sst {
-  data::Vocabulary words;
-  std::vector<data::Tree> trees;
-};
-const Sst& sst() {
-  static const Sst s = [] {
-    Sst r;
-    r.trees = data::read_sst(test_data("sst_dev_200.txt"), r.words, /*grow=*/true);
-    return r;
-  }();
-  return s;
-}
-
-struct WikiNer {
-  data::Vocabulary words;
-  data::Vocabulary tags{data::Vocabulary::Unknown::Reject};
-  std::vector<data::TaggedSentence> sentences;
-  data::Vocabulary chars;
-};
-const WikiNer& wikiner() {
-  static const WikiNer w = [] {
-    WikiNer r;
-    r.sentences = data::read_wikiner(test_data("wikiner_dev_200.txt"), r.words, r.tags, true);
-    r.chars = data::char_vocabulary(r.words);
-    return r;
-  }();
-  return w;
-}
+using test_data::sst;
+using test_data::wikiner;
 
 std::vector<data::Tree> short_trees(std::size_t n, int max_leaves) {
   std::vector<data::Tree> v;
@@ -192,7 +163,7 @@ TEST(GraphBenchOnGpu, GpuRowsReportDeviceTime) {
   o.batch = {4};
   o.sentences = 8;
   o.repeats = 1;
-  o.sst_file = test_data("sst_dev_200.txt");
+  o.sst_file = test_data::path("sst_dev_200.txt");
   o.impls = {"prnn-gpu", "prnn-autobatch-gpu-depth", "prnn-autobatch-gpu-agenda"};
   std::map<std::string, double> gpu_us;
   run_graph_bench(o, [&](const BenchRow& r) {

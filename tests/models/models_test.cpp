@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "models/model_data.h"
 #include "support/expect.h"
 
 namespace prnn::models {
@@ -19,36 +20,8 @@ namespace {
 
 using test::expect_invalid;
 
-std::string test_data(const std::string& name) {
-  return std::string(PRNN_TEST_DATA_DIR) + "/" + name;
-}
-
-struct Sst {
-  data::Vocabulary words;
-  std::vector<data::Tree> trees;
-};
-const Sst& sst() {
-  static const Sst s = [] {
-    Sst r;
-    r.trees = data::read_sst(test_data("sst_dev_200.txt"), r.words, /*grow=*/true);
-    return r;
-  }();
-  return s;
-}
-
-struct WikiNer {
-  data::Vocabulary words;
-  data::Vocabulary tags{data::Vocabulary::Unknown::Reject};
-  std::vector<data::TaggedSentence> sentences;
-};
-const WikiNer& wikiner() {
-  static const WikiNer w = [] {
-    WikiNer r;
-    r.sentences = data::read_wikiner(test_data("wikiner_dev_200.txt"), r.words, r.tags, true);
-    return r;
-  }();
-  return w;
-}
+using test_data::sst;
+using test_data::wikiner;
 
 std::vector<double> losses(const TrainReport& r) {
   std::vector<double> v;
