@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Run every ctest test labelled `gpu` in a build directory, one process per test executable.
+
+  python3 scripts/run_gpu_tests.py BUILD_DIR [--timeout SECONDS] [--log FILE]
+
+ctest runs each GoogleTest case as its own process, so a suite of hundreds of cases pays the
+process and CUDA start-up hundreds of times, and the RNN suite recomputes its shared reference
+results in every process. Here each GoogleTest executable runs once, with all of its `gpu` cases
+(the filter ctest would use, joined), and reports per case through --gtest_output=xml; tests that
+are not GoogleTest cases (e.g. torch_agreement) run through ctest by name.
+
+Counting, per case: passed, or failed (failed, skipped, crashed before reporting, timed out, or
+missing from the report). A skipped GPU test is a failure: it never counts as passed.
+Prints the failed cases, then one line `passed N | failed M`; exit status 0 only when M == 0 and
+N > 0."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from collections import OrderedDict
+
+
+def list_gpu_tests(build):
+    out = subprocess.run(["ctest", "--test-dir", build, "-L", "gpu", "-N", "--show-only=json-v1"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["tests"]
+
+
+def property_of(test, name, default=None):
+    for p in test.get("properties", []):
+        if p["name"] == name:
+            return p["value"]
+    return default
+
+
+def gtest_filter(command):
+    for arg in command[1:]:
+        if arg.startswith("--gtest_filter="):
+            return arg[len("--gtest_filter="):]
+    return None
+
+
+def run_executable(exe, cases, workdir, timeout, log):
+    """Runs `exe` once on `cases` (gtest names); returns {case: passed?}."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "report.xml")
+        cmd = [exe, "--gtest_filter=" + ":".join(cases), "--gtest_also_run_disabled_tests",
+               "--gtest_output=xml:" + report]
+        log.write(f"$ {exe} ({len(cases)} cases)\n")
+        log.flush()
+        try:
+            proc = subprocess.run(cmd, cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
+                                  timeout=timeout)
+            log.write(f"exit status {proc.returncode}\n")
+        except subprocess.TimeoutExpired:
+            log.write(f"timed out after {timeout} s\n")
+        results = {}
+        if os.path.exists(report):
+            for tc in ET.parse(report).getroot().iter("testcase"):
+                name = f"{tc.get('classname')}.{tc.get('name')}"
+                failed = tc.find("failure") is not None or tc.find("error") is not None
+                skipped = tc.get("result") == "skipped" or tc.find("skipped") is not None
+                ran = tc.get("status", "run") == "run"
+                results[name] = ran and not failed and not skipped
+        return {c: results.get(c, False) for c in cases}
+
+
+def run_ctest(build, name, timeout, log):
+    log.write(f"$ ctest -R ^{name}$\n")
+    log.flush()
+    proc = subprocess.run(["ctest", "--test-dir", build, "-R", f"^{name}$", "--timeout",
+                           str(timeout), "--output-on-failure"], stdout=log,
+                          stderr=subprocess.STDOUT)
+    return proc.returncode == 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("build")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds per executable")
+    ap.add_argument("--log", default=None, help="the tests' output (default: stderr)")
+    a = ap.parse_args()
+
+    tests = list_gpu_tests(a.build)
+    by_exe = OrderedDict()  # executable -> (workdir, [case names])
+    others = []
+    for t in tests:
+        cmd = t.get("command") or []
+        f = gtest_filter(cmd)
+        if f is None:
+            others.append(t["name"])
+            continue
+        workdir = property_of(t, "WORKING_DIRECTORY", a.build)
+        by_exe.setdefault(cmd[0], (workdir, []))[1].append(f)
+
+    log = open(a.log, "w") if a.log else sys.stderr
+    outcome = OrderedDict()
+    for exe, (workdir, cases) in by_exe.items():
+        outcome.update(run_executable(exe, cases, workdir, a.timeout, log))
+    for name in others:
+        outcome[name] = run_ctest(a.build, name, a.timeout, log)
+    if a.log:
+        log.close()
+
+    failed = [n for n, ok in outcome.items() if not ok]
+    for n in failed:
+        print(f"FAILED {n}")
+    passed = len(outcome) - len(failed)
+    print(f"passed {passed} | failed {len(failed)}")
+    return 0 if not failed and passed > 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
