@@ -62,12 +62,7 @@ TrainReport train_bilstm_char_tagger(const BiLstmCharTaggerOptions& options,
       model.add_lookup_parameters(chars.size(), {options.char_embedding});
   graph::BiLstmBuilder char_bilstm(model, options.char_embedding, options.embedding / 2);
   graph::BiLstmBuilder bilstm(model, options.embedding, options.hidden);
-  const graph::Parameter w_1 = model.add_parameters({options.mlp, 2 * options.hidden});
-  const graph::Parameter b_1 =
-      model.add_parameters({options.mlp}, graph::Initializer::constant(0.0));
-  const graph::Parameter w_2 = model.add_parameters({tags.size(), options.mlp});
-  const graph::Parameter b_2 =
-      model.add_parameters({tags.size()}, graph::Initializer::constant(0.0));
+  detail::MlpHead head(model, 2 * options.hidden, options.mlp, tags.size());
 
   // [E] of a rare word: the character BiLSTM's last forward and first backward states.
   const auto spell = [&](graph::Graph& g, const std::string& token) {
@@ -81,15 +76,11 @@ TrainReport train_bilstm_char_tagger(const BiLstmCharTaggerOptions& options,
     return graph::concatenate({f.back(), b.back()});
   };
 
-  graph::Expr e_w1, e_b1, e_w2, e_b2;  // of the current graph
   detail::ModelHooks hooks;
   hooks.new_graph = [&](graph::Graph& g) {
     char_bilstm.new_graph(g);
     bilstm.new_graph(g);
-    e_w1 = graph::parameter(g, w_1);
-    e_b1 = graph::parameter(g, b_1);
-    e_w2 = graph::parameter(g, w_2);
-    e_b2 = graph::parameter(g, b_2);
+    head.new_graph(g);
   };
   hooks.add_sentence = [&](graph::Graph& g, std::size_t index, bool from_train) {
     const TaggedSentence& sentence = from_train ? train[index] : dev[index];
@@ -99,18 +90,7 @@ TrainReport train_bilstm_char_tagger(const BiLstmCharTaggerOptions& options,
       xs.push_back(rare[static_cast<std::size_t>(w)] ? spell(g, sentence.tokens[t])
                                                      : graph::lookup(g, embed, w));
     }
-    const std::vector<graph::Expr> hs = bilstm.transduce(xs);  // [2H] each
-    detail::SentenceExprs out;
-    std::vector<graph::Expr> terms;
-    for (std::size_t t = 0; t < hs.size(); ++t) {
-      const graph::Expr m = graph::tanh(graph::affine_transform({e_b1, e_w1, hs[t]}));  // [M]
-      const graph::Expr logits = graph::affine_transform({e_b2, e_w2, m});              // [tags]
-      out.logits.push_back(logits);
-      out.gold.push_back(sentence.tags[t]);
-      if (from_train) terms.push_back(graph::pick_neg_log_softmax(logits, sentence.tags[t]));
-    }
-    if (from_train) detail::set_loss(out, terms);
-    return out;
+    return head.tag(bilstm.transduce(xs), sentence, from_train);  // features [2H] each
   };
   hooks.words = [&](std::size_t index, bool from_train) -> std::int64_t {
     return (from_train ? train[index] : dev[index]).size();

@@ -32,27 +32,16 @@ TrainReport train_pyramid(const TrainingOptions& o, graph::Model& model, std::in
                           const std::function<void(graph::Graph&)>& new_graph,
                           const Pyramid& pyramid, const TrainCallbacks& callbacks,
                           graph::Executor* executor) {
-  const graph::Initializer zero = graph::Initializer::constant(0.0);
-  const graph::Parameter w_1 = model.add_parameters({mlp, hidden});
-  const graph::Parameter b_1 = model.add_parameters({mlp}, zero);
-  const graph::Parameter w_2 = model.add_parameters({Tree::kLabels, mlp});
-  const graph::Parameter b_2 = model.add_parameters({Tree::kLabels}, zero);
-
-  graph::Expr e_w1, e_b1, e_w2, e_b2;  // of the current graph
+  detail::MlpHead head(model, hidden, mlp, Tree::kLabels);
   detail::ModelHooks hooks;
   hooks.new_graph = [&](graph::Graph& g) {
     new_graph(g);
-    e_w1 = graph::parameter(g, w_1);
-    e_b1 = graph::parameter(g, b_1);
-    e_w2 = graph::parameter(g, w_2);
-    e_b2 = graph::parameter(g, b_2);
+    head.new_graph(g);
   };
   hooks.add_sentence = [&](graph::Graph& g, std::size_t index, bool from_train) {
     const Tree& tree = from_train ? train[index] : dev[index];
     const int label = tree.nodes[static_cast<std::size_t>(tree.root)].label;
-    const graph::Expr top = pyramid(g, tree.word_ids());                            // [H]
-    const graph::Expr m = graph::tanh(graph::affine_transform({e_b1, e_w1, top}));  // [M]
-    const graph::Expr logits = graph::affine_transform({e_b2, e_w2, m});            // [5]
+    const graph::Expr logits = head.logits(pyramid(g, tree.word_ids()));  // top [H] -> [5]
     detail::SentenceExprs out;
     out.logits.push_back(logits);
     out.gold.push_back(label);

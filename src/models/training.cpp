@@ -268,5 +268,37 @@ void set_loss(SentenceExprs& out, const std::vector<graph::Expr>& terms) {
   out.loss_terms = static_cast<std::int64_t>(terms.size());
 }
 
+MlpHead::MlpHead(graph::Model& model, std::int64_t input, std::int64_t mlp, std::int64_t classes)
+    : w_1_(model.add_parameters({mlp, input})),
+      b_1_(model.add_parameters({mlp}, graph::Initializer::constant(0.0))),
+      w_2_(model.add_parameters({classes, mlp})),
+      b_2_(model.add_parameters({classes}, graph::Initializer::constant(0.0))) {}
+
+void MlpHead::new_graph(graph::Graph& g) {
+  e_w1_ = graph::parameter(g, w_1_);
+  e_b1_ = graph::parameter(g, b_1_);
+  e_w2_ = graph::parameter(g, w_2_);
+  e_b2_ = graph::parameter(g, b_2_);
+}
+
+graph::Expr MlpHead::logits(const graph::Expr& h) const {
+  const graph::Expr m = graph::tanh(graph::affine_transform({e_b1_, e_w1_, h}));  // [M]
+  return graph::affine_transform({e_b2_, e_w2_, m});                             // [classes]
+}
+
+SentenceExprs MlpHead::tag(const std::vector<graph::Expr>& hs,
+                           const data::TaggedSentence& sentence, bool with_loss) const {
+  SentenceExprs out;
+  std::vector<graph::Expr> terms;
+  for (std::size_t t = 0; t < hs.size(); ++t) {
+    const graph::Expr logits = this->logits(hs[t]);
+    out.logits.push_back(logits);
+    out.gold.push_back(sentence.tags[t]);
+    if (with_loss) terms.push_back(graph::pick_neg_log_softmax(logits, sentence.tags[t]));
+  }
+  if (with_loss) set_loss(out, terms);
+  return out;
+}
+
 }  // namespace detail
 }  // namespace prnn::models

@@ -51,6 +51,26 @@ void check_tagged_sentences(const char* trainer, const char* set,
 // Sets out.loss to the sum of `terms` (the term itself when there is one) and out.loss_terms.
 void set_loss(SentenceExprs& out, const std::vector<graph::Expr>& terms);
 
+// The one-hidden-layer classifier the taggers and the TD models end in:
+//   m = tanh(W_1 h + b_1) [M];  logits = W_2 m + b_2 [classes]
+// Creates W_1 [M, input], b_1 [M] (zeros), W_2 [classes, M], b_2 [classes] (zeros) on the Model
+// in that order (the Model's seeded stream: construct it where the model draws them).
+class MlpHead {
+ public:
+  MlpHead(graph::Model& model, std::int64_t input, std::int64_t mlp, std::int64_t classes);
+  // Once per batch graph: adds the four parameters to g.
+  void new_graph(graph::Graph& g);
+  graph::Expr logits(const graph::Expr& h) const;
+  // A tagged sentence from its token features hs (one per token): every token's logits and,
+  // with `with_loss`, the loss Σ_t -log softmax(logits_t)[tag_t].
+  SentenceExprs tag(const std::vector<graph::Expr>& hs, const data::TaggedSentence& sentence,
+                    bool with_loss) const;
+
+ private:
+  graph::Parameter w_1_, b_1_, w_2_, b_2_;
+  graph::Expr e_w1_, e_b1_, e_w2_, e_b2_;  // of the current graph
+};
+
 TrainReport run_training(const TrainingOptions& o, graph::Model& model, std::size_t train_size,
                          std::size_t dev_size, const ModelHooks& hooks,
                          const TrainCallbacks& callbacks, graph::Executor* executor);
