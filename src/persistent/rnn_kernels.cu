@@ -438,30 +438,20 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
               }
             }
           }
-          // Per accumulator the terms are added in (group, column) order whatever the storage;
-          // fp32 rows walk batch-major (the loop order the vanilla shapes were tuned with).
+          // fp32 rows walked batch-major (the loop order the vanilla shapes were tuned with);
+          // per accumulator the terms are added in (group, column) order.
+          static_assert(!kPacked, "packed 16-bit weights come with staged shapes only");
 #pragma unroll
-          for (int g = 0; g < kGroups; ++g) {
-            if constexpr (!kPacked) {
+          for (int g = 0; g < kGroups; ++g)
 #pragma unroll
-              for (int bb = 0; bb < BC; ++bb)
-#pragma unroll
-                for (int c = 0; c < kR3; ++c) {
-                  const float hv = component(rec[g][bb], c);
-#pragma unroll
-                  for (int i = 0; i < kWRows; ++i)
-                    acc[i * BC + bb] = fmaf(rW[i][kR3 * g + c], hv, acc[i * BC + bb]);
-                }
-            } else {
+            for (int bb = 0; bb < BC; ++bb)
 #pragma unroll
               for (int c = 0; c < kR3; ++c) {
-                float hv[BC];
+                const float hv = component(rec[g][bb], c);
 #pragma unroll
-                for (int bb = 0; bb < BC; ++bb) hv[bb] = component(rec[g][bb], c);
-                fma_rows<kWRows, kRows, BC, kPacked, WS>(rW, kR3 * g + c, hv, acc);
+                for (int i = 0; i < kWRows; ++i)
+                  acc[i * BC + bb] = fmaf(rW[i][kR3 * g + c], hv, acc[i * BC + bb]);
               }
-            }
-          }
         } else {
           // Staged: the CTA copies the chunk's BC·K records into shared memory once (each
           // thread polls kStageBatch at a time, all in flight), then every thread reads its

@@ -60,16 +60,10 @@ inline constexpr KernelShape kShapes[] = {
     {1, 18, 3, 1, 256}, {1, 18, 3, 2, 256},                      //
     {3, 3, 1, 1, 192},  {3, 3, 1, 2, 192},  {3, 3, 1, 4, 192},   // GRU
     {3, 6, 1, 1, 256},  {3, 6, 1, 2, 256},  {3, 6, 1, 4, 256},   //
-    {3, 9, 1, 1, 384},                                           //
     {4, 3, 1, 1, 192},  {4, 3, 1, 2, 192},  {4, 3, 1, 4, 192},   // LSTM
     {4, 6, 1, 1, 256},  {4, 6, 1, 2, 256},  {4, 6, 1, 4, 256},   //
-    {4, 9, 1, 1, 352},                                           //
-    // 16-bit weights packed in pairs: R = 9 GRU and LSTM (H <= 1152) in half the registers.
-    {3, 9, 1, 1, 384, DType::BF16}, {3, 9, 1, 2, 384, DType::BF16},  //
-    {3, 9, 1, 1, 384, DType::F16},  {3, 9, 1, 2, 384, DType::F16},   //
-    {4, 9, 1, 1, 384, DType::BF16}, {4, 9, 1, 2, 384, DType::BF16},  //
-    {4, 9, 1, 1, 384, DType::F16},  {4, 9, 1, 2, 384, DType::F16},   //
-    // Staged R = 9 GRU (H <= 1152) and LSTM (H <= 1152: 96 column threads per gate).
+    // Staged R = 9 GRU (H <= 1152) and LSTM (H <= 1152: 96 column threads per gate), fp32 or
+    // bf16 weights packed in pairs (half the registers; f16 weights are held in fp32).
     {3, 9, 3, 1, 384, DType::F32, true},  {3, 9, 3, 2, 384, DType::F32, true},    //
     {3, 9, 3, 4, 384, DType::F32, true},                                          //
     {3, 9, 3, 1, 384, DType::BF16, true}, {3, 9, 3, 2, 384, DType::BF16, true},   //
@@ -104,8 +98,8 @@ struct Tiling {
 };
 
 // Picks the shape for a cell of `gates` gates (1, 3 or 4), hidden size H and batch B on a GPU
-// with `sm_count` SMs (one CTA per SM). f16 / bf16 weights use the packed 16-bit shapes where
-// one exists at the fewest rows, else are held in fp32 on chip; f64 returns shape -1 with the
+// with `sm_count` SMs (one CTA per SM). bf16 weights use the packed shapes where one exists at
+// the fewest rows; other 16-bit weights are held in fp32 on chip; f64 returns shape -1 with the
 // reason.
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights);
 
