@@ -86,7 +86,7 @@ def find_executable(build, case):
     name one (None if none does)."""
     tests_dir = os.path.join(build, "tests")
     for entry in sorted(os.listdir(tests_dir)) if os.path.isdir(tests_dir) else []:
-        exe = os.path.join(tests_dir, entry)
+        exe = os.path.abspath(os.path.join(tests_dir, entry))
         if os.path.isfile(exe) and os.access(exe, os.X_OK) and case in listed_cases(exe):
             return exe
     return None
