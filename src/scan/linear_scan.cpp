@@ -213,7 +213,6 @@ void bind_parallel_scan(const ParallelTiling& tiling, void* workspace, ScanParam
   auto* ws = static_cast<unsigned char*>(workspace);
   p.status = reinterpret_cast<unsigned*>(ws);
   p.epoch = reinterpret_cast<unsigned*>(ws + 4);
-  p.tile_counter = reinterpret_cast<unsigned*>(ws + 8);
   p.done_counter = reinterpret_cast<unsigned*>(ws + 12);
   const std::int64_t lane_blocks = std::int64_t{p.batch} * p.lane_blocks_per_batch;
   std::size_t offset = kScanRecordsOffset;

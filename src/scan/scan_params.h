@@ -52,11 +52,10 @@ struct ScanParams {
   // [lane_blocks][level_count][W] records {A, X, epoch tag, 0} (16 bytes each)
   float* agg[kMaxLevels] = {};
   // Launch state in the workspace, kept by the kernel itself so that every launch (also a CUDA
-  // graph replay) is self-contained: CTAs claim tiles from *tile_counter, tag their records with
-  // *epoch, and the last CTA to finish (counted in *done_counter) resets both counters and
-  // advances the epoch, so no record of an earlier launch ever matches.
+  // graph replay) is self-contained: CTAs tag their records with *epoch, and the last CTA to
+  // finish (counted in *done_counter) resets the counter and advances the epoch, so no record of
+  // an earlier launch ever matches.
   unsigned* epoch = nullptr;
-  unsigned* tile_counter = nullptr;
   unsigned* done_counter = nullptr;
   unsigned* status = nullptr;
   std::uint64_t timeout_ns = 0;

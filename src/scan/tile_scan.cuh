@@ -8,12 +8,14 @@
 // t(q) (forward or reversed, lengths; scan_params.h). A tile is W = V·TPR channels of one batch
 // entry (a lane block) × L = R·256/TPR steps. Thread (row, k) owns channels [k·V, k·V + V) and R
 // consecutive steps.
-// Per tile: claim (a counter: tiles are claimed in order, so every tile waited on is already
-// running; the launch's last CTA resets it — finish_tile), load R steps through Op::load, fold into pairs (A, X) and scan them across rows
-// (shuffles, then shared memory), publish the tile's aggregate (and that of every block of 32,
-// 32², ... tiles it closes) as 16-byte records tagged with the launch's epoch, fold the records of
-// everything before the tile — fixed order, fixed tree: deterministic — into the carry, rescan
-// from registers and write through Op::store.
+// Per tile (tile = blockIdx.x): load R steps through Op::load, fold into pairs (A, X) and scan
+// them across rows (shuffles, then shared memory), publish the tile's aggregate (and that of every
+// block of 32, 32², ... tiles it closes) as 16-byte records tagged with the launch's epoch, fold
+// the records of everything before the tile — fixed order, fixed tree: deterministic — into the
+// carry, rescan from registers and write through Op::store. A tile waits only on tiles of lower
+// index, which the hardware dispatches first (the assumption CUB's decoupled lookback makes too),
+// so no co-residency is needed; every wait is bounded (timeout_ns), so a broken assumption is a
+// reported timeout, never a hang. The launch's last CTA advances the epoch (finish_tile).
 //
 // An Op provides (V = channels per thread):
 //   using Args;                                    // its tensors (POD)
@@ -104,14 +106,14 @@ __device__ __forceinline__ bool tagged(const float4& r, unsigned epoch) {
   return __float_as_uint(r.z) == epoch;
 }
 
-// Thread 0, once its CTA has claimed its tile and read the epoch: count the CTA done; the last
-// CTA of the launch resets the counters and advances the epoch for the next launch (skipping 0,
-// the value of never-written records). No fence or barrier is needed: the last CTA acts only
-// after every CTA has claimed and read, and the next launch sees the writes (kernel boundary).
+// Thread 0, once its CTA has read the epoch (before a barrier that every thread passed after its
+// last use of it): count the CTA done; the last CTA of the launch resets the counter and advances
+// the epoch for the next launch (skipping 0, the value of never-written records). No fence is
+// needed: the last CTA acts only after every CTA has read the epoch, and the next launch sees
+// the writes (kernel boundary).
 __device__ __forceinline__ void finish_tile(const ScanParams& p, unsigned epoch,
                                             std::int64_t num_tiles) {
   if (atomicAdd(p.done_counter, 1u) == static_cast<unsigned>(num_tiles - 1)) {
-    *p.tile_counter = 0;
     *p.done_counter = 0;
     *p.epoch = epoch + 1 == 0 ? 1 : epoch + 1;
   }
@@ -251,7 +253,7 @@ __device__ __forceinline__ std::int64_t scan_dir(const ScanParams& p) {
 // tile into the carry (init(b, c) before the first tile) and applies the carry. Contains two
 // __syncthreads(); every thread of the CTA must call it.
 template <int V, int TPR, class Init>
-__device__ __forceinline__ void tile_prefix(const ScanParams& p, unsigned epoch,
+__device__ __forceinline__ void tile_prefix(const ScanParams& p, const unsigned& s_epoch,
                                             const TileCoords& tc, Pair (&inc)[V],
                                             float (&state_in)[V], const Init& init) {
   constexpr int W = V * TPR;
@@ -278,6 +280,7 @@ __device__ __forceinline__ void tile_prefix(const ScanParams& p, unsigned epoch,
     if (lane >= 32 - TPR) s_warp_total[warp][k * V + i] = inc[i];
   }
   __syncthreads();
+  const unsigned epoch = s_epoch;
 #pragma unroll
   for (int i = 0; i < V; ++i) {
     Pair before{1.0f, 0.0f};
@@ -342,7 +345,6 @@ template <class Op, int V, int TPR, int R>
 __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op::Args& args) {
   constexpr int kRowsPerWarp = 32 / TPR;
   using Step = typename Op::template Step<V>;
-  __shared__ std::int64_t s_tile;
   __shared__ unsigned s_epoch;
 
   const int warp = threadIdx.x / 32;
@@ -351,13 +353,8 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
   const int row = warp * kRowsPerWarp + lane / TPR;
   const std::int64_t dir = scan_dir<Op::kMode>(p);
 
-  if (threadIdx.x == 0) {
-    s_tile = atomicAdd(p.tile_counter, 1u);
-    s_epoch = *static_cast<volatile unsigned*>(p.epoch);  // set by the previous launch
-  }
-  __syncthreads();
-  const unsigned epoch = s_epoch;
-  const TileCoords tc = tile_coords<V, TPR, R>(p, s_tile, k, row);
+  if (threadIdx.x == 0) s_epoch = *static_cast<volatile unsigned*>(p.epoch);  // read after a barrier
+  const TileCoords tc = tile_coords<V, TPR, R>(p, blockIdx.x, k, row);
   const Lane& ln = tc.lane;
   const std::int64_t t0 = dir > 0 ? tc.q0 : ln.len - 1 - tc.q0;  // physical step of q0
   const std::int64_t at0 = ln.base + t0 * p.stride_t;
@@ -392,7 +389,7 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
     for (int r = 0; r < R; ++r) inc[i] = compose(inc[i], Pair{coef[r][i], in[r][i]});
   }
   float state[V];
-  tile_prefix<V, TPR>(p, epoch, tc, inc, state,
+  tile_prefix<V, TPR>(p, s_epoch, tc, inc, state,
                       [&](std::int32_t b, std::int32_t c) { return Op::init(p, args, b, c); });
 
   // 4. Rescan from registers and write. The positions are recomputed from opaque copies, so the
@@ -424,7 +421,7 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
       }
     }
   }
-  if (threadIdx.x == 0) finish_tile(p, epoch, p.num_tiles);
+  if (threadIdx.x == 0) finish_tile(p, s_epoch, p.num_tiles);
 }
 
 // ---- tiling ------------------------------------------------------------------------------------
