@@ -22,6 +22,7 @@
 //   position, member) order, the CPU autobatch executor's order); a shared W gets dW from one
 //   GEMM over the batch (beta = 1); Parameter and Lookup batches scatter-add into the Model's
 //   device gradients (lookups grouped by row, marking the touched rows). No float atomics.
+// Launch counts: every kernel launch, cuBLAS call, memset and copy is counted (DeviceTimes).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -117,11 +118,13 @@ class Tables {
     for (double x : v) words_.push_back(std::bit_cast<std::uint64_t>(x));
     return at;
   }
-  void upload(Arena& dev) {
+  // Returns whether a copy was issued (none for empty tables).
+  bool upload(Arena& dev) {
     base_ = static_cast<std::uint64_t*>(dev.reserve(std::max<size_t>(words_.size(), 1) * 8));
-    if (!words_.empty())
-      PRNN_CUDA_CHECK(cudaMemcpyAsync(base_, words_.data(), words_.size() * 8,
-                                      cudaMemcpyHostToDevice, kStream));
+    if (words_.empty()) return false;
+    PRNN_CUDA_CHECK(cudaMemcpyAsync(base_, words_.data(), words_.size() * 8,
+                                    cudaMemcpyHostToDevice, kStream));
+    return true;
   }
   // Device address of the table at word `at` (valid after upload).
   template <class T>
@@ -242,14 +245,13 @@ class Runner {
         inputs[input_offset_[id] + i] = static_cast<float>(v[node.input_offset + i]);
     }
     fwd_events_.start();
-    if (!inputs.empty())
-      PRNN_CUDA_CHECK(cudaMemcpyAsync(input_base_, inputs.data(), inputs.size() * sizeof(float),
-                                      cudaMemcpyHostToDevice, kStream));
-    tables_.upload(fwd_tables_);
+    issued_ = 0;
+    if (!inputs.empty()) copy_to_device(input_base_, inputs.data(), inputs.size() * sizeof(float));
+    upload_tables(fwd_tables_);
     for (const auto& launch : launches_) launch();
     fwd_events_.stop();
     times = DeviceTimes{};
-    times.forward_launches = launches_.size();
+    times.forward_launches = issued_;
     graph = &g;
     computed = n_;
   }
@@ -266,15 +268,15 @@ class Runner {
     for (size_t b = plan.batches.size(); b-- > 0;) build_backward(plan.batches[b]);
 
     bwd_events_.start();
+    issued_ = 0;
     float* grads = grads_.floats();
-    PRNN_CUDA_CHECK(cudaMemsetAsync(grads, 0, value_floats_ * sizeof(float), kStream));
+    zero_async(grads, value_floats_);
     static const float kOne = 1.0f;
-    PRNN_CUDA_CHECK(cudaMemcpyAsync(grads + offset_[idx(loss)], &kOne, sizeof(float),
-                                    cudaMemcpyHostToDevice, kStream));
-    tables_.upload(bwd_tables_);
+    copy_to_device(grads + offset_[idx(loss)], &kOne, sizeof(float));
+    upload_tables(bwd_tables_);
     for (const auto& launch : launches_) launch();
     bwd_events_.stop();
-    times.backward_launches = launches_.size();
+    times.backward_launches = issued_;
     has_gradients = true;
   }
 
@@ -363,9 +365,36 @@ class Runner {
 
   // ---- launch helpers -------------------------------------------------------------------------
 
+  // Every GPU operation goes through one of these, so `issued_` counts what a forward or
+  // backward issues (DeviceTimes::forward_launches / backward_launches).
+  //   launch(f)       f issues exactly one kernel (a launcher of graph/gpu_kernels.h);
+  //   launch_blas(f)  f issues cuBLAS calls, each on the handle blas() returns (counted there);
+  //   zero_async, copy_to_device, upload_tables: one memset / copy each, issued at once.
   template <class F>
   void launch(F&& f) {
+    launches_.emplace_back([this, f = std::forward<F>(f)]() mutable {
+      f();
+      ++issued_;
+    });
+  }
+  template <class F>
+  void launch_blas(F&& f) {
     launches_.emplace_back(std::forward<F>(f));
+  }
+  cublasHandle_t blas() {
+    ++issued_;
+    return cublas_.get();
+  }
+  void zero_async(float* p, size_t floats) {
+    PRNN_CUDA_CHECK(cudaMemsetAsync(p, 0, floats * sizeof(float), kStream));
+    ++issued_;
+  }
+  void copy_to_device(void* dst, const void* src, size_t bytes) {
+    PRNN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, kStream));
+    ++issued_;
+  }
+  void upload_tables(Arena& dev) {
+    if (tables_.upload(dev)) ++issued_;
   }
 
   // dst [B, width] from pieces src[b*A + a] of widths given by `widths`.
@@ -457,9 +486,7 @@ class Runner {
     for (size_t a = 0; a < A; ++a) {
       const size_t size = numel(dim(first.args[a]));
       float* s = scratch(B * size);
-      launch([s, B, size] {
-        PRNN_CUDA_CHECK(cudaMemsetAsync(s, 0, B * size * sizeof(float), kStream));
-      });
+      launches_.emplace_back([this, s, B, size] { zero_async(s, B * size); });
       for (size_t b = 0; b < B; ++b) {
         into[b * A + a] = s + b * size;
         r.pending.push_back(
@@ -490,16 +517,16 @@ class Runner {
       const float* W = value(f.args[a]);
       const float* X = packed_argument(members, a + 1);
       const float beta = (affine || a > 0) ? 1.0f : 0.0f;
-      launch([this, m, k, n, batch, W, X, y, beta] {
+      launch_blas([this, m, k, n, batch, W, X, y, beta] {
         const float one = 1.0f;
         if (n == 1) {
           // Y (m×B) = W · X
-          PRNN_CUBLAS_CHECK(cublasSgemm(cublas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, m, batch, k, &one,
+          PRNN_CUBLAS_CHECK(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, m, batch, k, &one,
                                         W, k, X, k, &beta, y, m));
         } else {
           // per member: yᵀ (n×m) = xᵀ (n×k) · Wᵀ (k×m)
           PRNN_CUBLAS_CHECK(cublasSgemmStridedBatched(
-              cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, X, n,
+              blas(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, X, n,
               static_cast<long long>(k) * n, W, k, 0, &beta, y, n, static_cast<long long>(m) * n,
               batch));
         }
@@ -525,23 +552,23 @@ class Runner {
       const float* X = packed_argument(members, a + 1);
       const size_t xsize = numel(xd);
       float* dX = scratch(B * xsize);
-      launch([this, m, k, n, batch, W, dW, X, dX, dy] {
+      launch_blas([this, m, k, n, batch, W, dW, X, dX, dy] {
         const float one = 1.0f, zero = 0.0f;
         if (n == 1) {
           // dWᵀ (k×m) += X (k×B) · dYᵀ;  dX (k×B) = Wᵀ (k×m) · dY (m×B)
-          PRNN_CUBLAS_CHECK(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_T, k, m, batch, &one,
+          PRNN_CUBLAS_CHECK(cublasSgemm(blas(), CUBLAS_OP_N, CUBLAS_OP_T, k, m, batch, &one,
                                         X, k, dy, m, &one, dW, k));
-          PRNN_CUBLAS_CHECK(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_N, k, batch, m, &one,
+          PRNN_CUBLAS_CHECK(cublasSgemm(blas(), CUBLAS_OP_N, CUBLAS_OP_N, k, batch, m, &one,
                                         W, k, dy, m, &zero, dX, k));
         } else {
           // per member, in member order: dWᵀ (k×m) += x (k×n) · dyᵀ (n×m)
           const size_t xs = static_cast<size_t>(k) * n, ys = static_cast<size_t>(m) * n;
           for (int b = 0; b < batch; ++b)
-            PRNN_CUBLAS_CHECK(cublasSgemm(cublas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, k, m, n, &one,
+            PRNN_CUBLAS_CHECK(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, k, m, n, &one,
                                           X + b * xs, n, dy + b * ys, n, &one, dW, k));
           // per member: dxᵀ (n×k) = dyᵀ (n×m) · W (m×k)
           PRNN_CUBLAS_CHECK(cublasSgemmStridedBatched(
-              cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_T, n, k, m, &one, dy, n,
+              blas(), CUBLAS_OP_N, CUBLAS_OP_T, n, k, m, &one, dy, n,
               static_cast<long long>(ys), W, k, 0, &zero, dX, n, static_cast<long long>(xs),
               batch));
         }
@@ -804,6 +831,7 @@ class Runner {
   Arena values_, grads_, fwd_tables_, bwd_tables_;
   Tables tables_;
   std::vector<std::function<void()>> launches_;
+  size_t issued_ = 0;  // GPU operations issued by the current forward or backward
   CublasHandle cublas_;
   EventPair fwd_events_, bwd_events_;
 };
