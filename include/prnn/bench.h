@@ -136,6 +136,9 @@ void run_layers_bench(const LayersBenchOptions& options, const BenchSink& sink);
 //                      executor up to summation order (a check, not a timing)
 //   gpu_us_per_batch   device time of forward + backward per mini-batch,       us
 //                      CUDA events (GPU executors only; graph::DeviceTimes)
+//   launches_per_graph GPU operations (kernels, cuBLAS calls, memsets, copies) launches
+//                      of forward + backward per mini-batch graph (GPU executors
+//                      only; graph::DeviceTimes; the trainer's update not counted)
 // batches_per_graph and nodes_per_batch only for the autobatch executors. The prnn-*gpu* impls
 // need a GPU; with `impls` empty they run only when one is present.
 inline constexpr const char* kGraphBenchModels[] = {

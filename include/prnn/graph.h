@@ -371,7 +371,9 @@ class AutobatchExecutor final : public Executor {
 struct DeviceTimes {
   double forward_seconds = 0.0;
   double backward_seconds = 0.0;
-  std::size_t forward_launches = 0;   // kernels and cuBLAS calls issued by forward
+  // GPU operations issued by forward: kernel launches, cuBLAS calls, memsets and host-to-device
+  // copies (the uploads of inputs and launch tables included).
+  std::size_t forward_launches = 0;
   std::size_t backward_launches = 0;  // ... by backward
 };
 

@@ -6,22 +6,31 @@
 //   values arena  [node values | input values | scratch]: every node has a slot at offset[node],
 //                 the members of a batch contiguous in slot order (member k at k*size), so a
 //                 batch's output is one [B, size] array; Input nodes read the uploaded input
-//                 region, Parameter nodes the Model's device copy (no copy), everything else
-//                 its slot. Scratch is a per-batch bump region (stream order makes reuse safe).
-//   grads arena   dL/d(node) for every node at the same offsets; zeroed by backward.
+//                 region, Parameter nodes the Model's device copy (no copy), PickRange nodes
+//                 are views (a range of their argument's value), everything else its slot.
+//                 Scratch is a per-batch bump region (stream order makes reuse safe).
+//   grads arena   dL/d(node) for every node at the same offsets; zeroed by backward. A PickRange
+//                 whose argument is used only by PickRanges of disjoint ranges uses the range of
+//                 the argument's gradient instead (exact: nothing else flows there), so its
+//                 backward needs no launch; other PickRanges scatter-add their slot into it.
 //   tables        the pointer / int64 / double tables of all launches of one forward or backward,
 //                 built on the host while planning the launches, uploaded with ONE copy, then
 //                 the launches are issued (host closures, in order, on the default stream).
-// Forward per batch: Input/Parameter nothing; Lookup, PickRange, Concatenate one gather;
-//   MatMul/AffineTransform the bias gathered into y, then per weight one cuBLAS GEMM over the
-//   batch (n == 1: W·[x_1 .. x_B]; n > 1: strided-batched with the shared W), the x's packed into
-//   scratch unless already contiguous; the others one kernel of graph/gpu_kernels.h.
+// Forward per batch: Input/Parameter/PickRange nothing; Lookup, Concatenate one gather;
+//   MatMul/AffineTransform with at most kSmallProductColumns columns (members × x columns) one
+//   small_product_forward (biases, every weight, no packing); beyond, one copy_pieces (biases
+//   into y, the x's packed into scratch unless already contiguous) and one cuBLAS GEMM per weight
+//   (n == 1: W·[x_1 .. x_B]; n > 1: strided-batched with the shared W); the others one kernel of
+//   graph/gpu_kernels.h.
 // Backward, batches in reverse, only those with a member the loss depends on: kernels accumulate
-//   into the arguments' gradients directly when no destination repeats within the launch, else
-//   into zeroed scratch followed by a scatter_add grouped by destination (sources in (argument
-//   position, member) order, the CPU autobatch executor's order); a shared W gets dW from one
-//   GEMM over the batch (beta = 1); Parameter and Lookup batches scatter-add into the Model's
-//   device gradients (lookups grouped by row, marking the touched rows). No float atomics.
+//   into the arguments' gradients directly when no two destinations of the launch share memory,
+//   else store into scratch followed by a scatter_add grouped by destination (sources in
+//   (argument position, member) order, the CPU autobatch executor's order); small products one
+//   small_product_backward (dW, dx and the biases' gradient), cuBLAS products one copy_pieces
+//   for packing and two GEMMs per weight (a shared W's dW from one GEMM over the batch, beta = 1);
+//   Parameter and Lookup batches scatter-add into the Model's device gradients (lookups grouped
+//   by row, marking the touched rows). No float atomics.
+// Launch counts: every kernel launch, cuBLAS call, memset and copy is counted (DeviceTimes).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -117,11 +126,13 @@ class Tables {
     for (double x : v) words_.push_back(std::bit_cast<std::uint64_t>(x));
     return at;
   }
-  void upload(Arena& dev) {
+  // Returns whether a copy was issued (none for empty tables).
+  bool upload(Arena& dev) {
     base_ = static_cast<std::uint64_t*>(dev.reserve(std::max<size_t>(words_.size(), 1) * 8));
-    if (!words_.empty())
-      PRNN_CUDA_CHECK(cudaMemcpyAsync(base_, words_.data(), words_.size() * 8,
-                                      cudaMemcpyHostToDevice, kStream));
+    if (words_.empty()) return false;
+    PRNN_CUDA_CHECK(cudaMemcpyAsync(base_, words_.data(), words_.size() * 8,
+                                    cudaMemcpyHostToDevice, kStream));
+    return true;
   }
   // Device address of the table at word `at` (valid after upload).
   template <class T>
@@ -214,6 +225,52 @@ bool contiguous(const std::vector<const float*>& xs, size_t stride) {
   return true;
 }
 
+// Device memory [begin, begin + size) floats.
+struct Span {
+  const float* begin;
+  size_t size;
+};
+
+// Whether no two spans share a float (views make partial overlaps possible, so equality of the
+// start pointers is not enough).
+bool disjoint(std::vector<Span> spans) {
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return std::less<>{}(a.begin, b.begin); });
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (std::less<>{}(spans[i].begin, spans[i - 1].begin + spans[i - 1].size)) return false;
+  return true;
+}
+
+// A MatMul / AffineTransform batch: y [m, n] = [bias +] Σ_i W_i x_i over P weights at argument
+// positions first_weight, first_weight + 2, ...; k[i] the columns of W_i.
+struct ProductShape {
+  bool affine = false;
+  size_t first_weight = 0;
+  int P = 0;
+  int B = 0;
+  std::int64_t m = 0, n = 0;
+  std::vector<std::int64_t> k;
+  std::int64_t columns() const { return static_cast<std::int64_t>(B) * n; }
+  // The fused kernels (gpu::small_product_*) up to kSmallProductColumns columns (members × x
+  // columns): each reads W once per launch and is bound by that read, where cuBLAS would issue
+  // a bias gather, argument packing and one GEMM per weight (two in backward), each launch
+  // costing more than the W read. Beyond it, cuBLAS's tiled GEMMs reuse W across columns better.
+  bool small() const { return columns() <= gpu::kSmallProductColumns; }
+};
+
+ProductShape product_shape(const Graph& g, const std::vector<NodeId>& members) {
+  const Node& f = g.node(members.front());
+  ProductShape ps;
+  ps.affine = f.op == Op::AffineTransform;
+  ps.first_weight = ps.affine ? 1 : 0;
+  ps.B = static_cast<int>(std::min<size_t>(members.size(), INT_MAX));
+  ps.m = f.dim.rows;
+  ps.n = f.dim.cols;
+  for (size_t a = ps.first_weight; a < f.args.size(); a += 2) ps.k.push_back(g.node(f.args[a]).dim.cols);
+  ps.P = static_cast<int>(ps.k.size());
+  return ps;
+}
+
 // The runner: device state that persists across graphs, plus the layout of the current one.
 class Runner {
  public:
@@ -242,14 +299,13 @@ class Runner {
         inputs[input_offset_[id] + i] = static_cast<float>(v[node.input_offset + i]);
     }
     fwd_events_.start();
-    if (!inputs.empty())
-      PRNN_CUDA_CHECK(cudaMemcpyAsync(input_base_, inputs.data(), inputs.size() * sizeof(float),
-                                      cudaMemcpyHostToDevice, kStream));
-    tables_.upload(fwd_tables_);
+    issued_ = 0;
+    if (!inputs.empty()) copy_to_device(input_base_, inputs.data(), inputs.size() * sizeof(float));
+    upload_tables(fwd_tables_);
     for (const auto& launch : launches_) launch();
     fwd_events_.stop();
     times = DeviceTimes{};
-    times.forward_launches = launches_.size();
+    times.forward_launches = issued_;
     graph = &g;
     computed = n_;
   }
@@ -263,25 +319,31 @@ class Runner {
         for (NodeId a : g.nodes()[id].args) needed_[idx(a)] = true;
     tables_.clear();
     launches_.clear();
+    tickets_needed_ = 0;
     for (size_t b = plan.batches.size(); b-- > 0;) build_backward(plan.batches[b]);
 
     bwd_events_.start();
+    issued_ = 0;
+    if (tickets_.bytes() < tickets_needed_ * sizeof(unsigned)) {
+      tickets_ = DeviceBuffer(tickets_needed_ * sizeof(unsigned));  // the kernels leave them 0
+      PRNN_CUDA_CHECK(cudaMemsetAsync(tickets_.data(), 0, tickets_.bytes(), kStream));
+      ++issued_;
+    }
     float* grads = grads_.floats();
-    PRNN_CUDA_CHECK(cudaMemsetAsync(grads, 0, value_floats_ * sizeof(float), kStream));
+    zero_async(grads, value_floats_);
     static const float kOne = 1.0f;
-    PRNN_CUDA_CHECK(cudaMemcpyAsync(grads + offset_[idx(loss)], &kOne, sizeof(float),
-                                    cudaMemcpyHostToDevice, kStream));
-    tables_.upload(bwd_tables_);
+    copy_to_device(grad(loss), &kOne, sizeof(float));
+    upload_tables(bwd_tables_);
     for (const auto& launch : launches_) launch();
     bwd_events_.stop();
-    times.backward_launches = launches_.size();
+    times.backward_launches = issued_;
     has_gradients = true;
   }
 
   std::vector<double> read(NodeId id, bool gradient) const {
     const size_t n = numel(g_->node(id).dim);
     std::vector<float> host(n);
-    const float* src = gradient ? grads_.floats() + offset_[idx(id)] : value_[idx(id)];
+    const float* src = gradient ? grad_[idx(id)] : value_[idx(id)];
     PRNN_CUDA_CHECK(cudaMemcpy(host.data(), src, n * sizeof(float), cudaMemcpyDeviceToHost));
     return std::vector<double>(host.begin(), host.end());
   }
@@ -302,18 +364,25 @@ class Runner {
     input_offset_.assign(n_, 0);
     size_t cursor = 0, inputs = 0, scratch = 0;
     for (const Batch& batch : plan.batches) {
+      const Node& first = g.node(batch.nodes.front());
       cursor = align_up(cursor);
       for (NodeId id : batch.nodes) {
         offset_[idx(id)] = cursor;
         cursor += numel(g.node(id).dim);
       }
       // Scratch bound of the batch: packed inputs and packed argument gradients, two per
-      // non-shared argument position (products pack x and dX).
-      const Node& first = g.node(batch.nodes.front());
+      // non-shared argument position (products pack x and dX), plus a small product's partial
+      // sums.
       size_t need = 0;
       for (size_t a = 0; a < first.args.size(); ++a)
         if (!is_shared_argument(first.op, a))
           need += 2 * align_up(batch.nodes.size() * numel(g.node(first.args[a]).dim));
+      if (first.op == Op::MatMul || first.op == Op::AffineTransform) {
+        const ProductShape ps = product_shape(g, batch.nodes);
+        if (ps.small())
+          need += align_up(static_cast<size_t>(gpu::small_product_backward_workspace(
+              ps.k.data(), ps.P, ps.m, ps.columns())));
+      }
       scratch = std::max(scratch, need);
     }
     for (size_t id = 0; id < n_; ++id)
@@ -331,9 +400,32 @@ class Runner {
     input_base_ = base + value_floats_;
     scratch_base_ = input_base_ + align_up(inputs);
 
-    value_.assign(n_, nullptr);
+    // A PickRange's gradient is a view of its argument's where that is exact: every user of
+    // the argument is a PickRange and their ranges are disjoint, so the range receives exactly
+    // what flows through the pick. Elsewhere the pick keeps its own gradient slot.
+    std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> picks(n_);  // [begin, end)
+    std::vector<bool> exclusive(n_, true);
     for (size_t id = 0; id < n_; ++id) {
       const Node& node = g.nodes()[id];
+      for (NodeId a : node.args) {
+        if (node.op == Op::PickRange)
+          picks[idx(a)].emplace_back(node.index, node.index + node.dim.rows);
+        else
+          exclusive[idx(a)] = false;
+      }
+    }
+    for (size_t id = 0; id < n_; ++id) {
+      auto& r = picks[id];
+      std::sort(r.begin(), r.end());
+      for (size_t i = 1; i < r.size(); ++i)
+        if (r[i].first < r[i - 1].second) exclusive[id] = false;
+    }
+    value_.assign(n_, nullptr);
+    grad_.assign(n_, nullptr);
+    grad_view_.assign(n_, false);
+    for (size_t id = 0; id < n_; ++id) {
+      const Node& node = g.nodes()[id];
+      grad_[id] = grads_.floats() + offset_[id];
       switch (node.op) {
         case Op::Input:
           value_[id] = input_base_ + input_offset_[id];
@@ -343,6 +435,15 @@ class Runner {
           value_[id] = m.params[idx(node.param.index())].value.data_as<float>();
           break;
         }
+        case Op::PickRange: {  // rows [index, index + rows) of a row-major argument: contiguous
+          const size_t at = idx(node.index * node.dim.cols), arg = idx(node.args[0]);
+          value_[id] = value_[arg] + at;
+          if (exclusive[arg]) {
+            grad_[id] = grad_[arg] + at;
+            grad_view_[id] = true;
+          }
+          break;
+        }
         default:
           value_[id] = base + offset_[id];
       }
@@ -350,7 +451,7 @@ class Runner {
   }
 
   const float* value(NodeId id) const { return value_[idx(id)]; }
-  float* grad(NodeId id) const { return grads_.floats() + offset_[idx(id)]; }
+  float* grad(NodeId id) const { return grad_[idx(id)]; }
   Dim dim(NodeId id) const { return g_->node(id).dim; }
 
   // Bump allocation in the scratch region, reset per batch.
@@ -363,9 +464,36 @@ class Runner {
 
   // ---- launch helpers -------------------------------------------------------------------------
 
+  // Every GPU operation goes through one of these, so `issued_` counts what a forward or
+  // backward issues (DeviceTimes::forward_launches / backward_launches).
+  //   launch(f)       f issues exactly one kernel (a launcher of graph/gpu_kernels.h);
+  //   launch_blas(f)  f issues cuBLAS calls, each on the handle blas() returns (counted there);
+  //   zero_async, copy_to_device, upload_tables: one memset / copy each, issued at once.
   template <class F>
   void launch(F&& f) {
+    launches_.emplace_back([this, f = std::forward<F>(f)]() mutable {
+      f();
+      ++issued_;
+    });
+  }
+  template <class F>
+  void launch_blas(F&& f) {
     launches_.emplace_back(std::forward<F>(f));
+  }
+  cublasHandle_t blas() {
+    ++issued_;
+    return cublas_.get();
+  }
+  void zero_async(float* p, size_t floats) {
+    PRNN_CUDA_CHECK(cudaMemsetAsync(p, 0, floats * sizeof(float), kStream));
+    ++issued_;
+  }
+  void copy_to_device(void* dst, const void* src, size_t bytes) {
+    PRNN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, kStream));
+    ++issued_;
+  }
+  void upload_tables(Arena& dev) {
+    if (tables_.upload(dev)) ++issued_;
   }
 
   // dst [B, width] from pieces src[b*A + a] of widths given by `widths`.
@@ -383,20 +511,9 @@ class Runner {
     });
   }
 
-  // The members' argument `a`, packed [B, size] (the slots themselves when already contiguous).
-  const float* packed_argument(const std::vector<NodeId>& members, size_t a) {
-    std::vector<const float*> xs;
-    const NodeId first_arg = g_->node(members.front()).args[a];
-    const size_t size = numel(dim(first_arg));
-    for (NodeId id : members) xs.push_back(value(g_->node(id).args[a]));
-    if (contiguous(xs, size)) return xs.front();
-    float* dst = scratch(members.size() * size);
-    gather(xs, {static_cast<std::int64_t>(size)}, dst);
-    return dst;
-  }
-
-  // One scatter_add over the contributions, grouped by destination in order of first appearance,
-  // each destination's sources in the order given.
+  // scatter_add over the contributions, grouped by destination in order of first appearance,
+  // each destination's sources in the order given: one launch, or one per destination when
+  // destinations partly overlap (views), in order of first appearance.
   void scatter(const std::vector<Contribution>& list) {
     if (list.empty()) return;
     std::unordered_map<float*, size_t> group;
@@ -408,6 +525,17 @@ class Runner {
       PRNN_ASSERT(m.empty() || list[m.front()].size == list[i].size);  // one node, one size
       m.push_back(i);
     }
+    std::vector<Span> spans;
+    for (const auto& m : members) spans.push_back({list[m.front()].dst, idx(list[m.front()].size)});
+    if (disjoint(spans)) {
+      scatter_groups(list, members);
+      return;
+    }
+    for (const auto& m : members) scatter_groups(list, {m});
+  }
+
+  void scatter_groups(const std::vector<Contribution>& list,
+                      const std::vector<std::vector<size_t>>& members) {
     std::vector<float*> dst;
     std::vector<std::int64_t> size, first{0};
     std::vector<const float*> src;
@@ -433,23 +561,27 @@ class Runner {
     });
   }
 
-  // Where a backward kernel accumulates dL/d(argument a of member b) (table [B*A], b-major):
-  // the arguments' gradients when all differ; else zeroed scratch, scattered afterwards by
-  // finish_accumulate().
+  // Where a backward kernel writes dL/d(argument a of member b) (table [B*A], b-major): added
+  // into the arguments' gradients when no two of them share memory; else stored into scratch
+  // pieces, and `pending` adds them in afterwards ((a, b) order) by scatter().
   struct Accumulate {
     size_t table = 0;
-    std::vector<Contribution> pending;  // (a, b) order
+    gpu::GradWrite write = gpu::GradWrite::Add;
+    std::vector<Contribution> pending;
   };
   Accumulate route(const std::vector<NodeId>& members) {
     const Node& first = g_->node(members.front());
     const size_t B = members.size(), A = first.args.size();
     std::vector<float*> dests(B * A);
+    std::vector<Span> spans;
     for (size_t b = 0; b < B; ++b)
-      for (size_t a = 0; a < A; ++a) dests[b * A + a] = grad(g_->node(members[b]).args[a]);
-    std::vector<float*> sorted = dests;
-    std::sort(sorted.begin(), sorted.end());
+      for (size_t a = 0; a < A; ++a) {
+        const NodeId arg = g_->node(members[b]).args[a];
+        dests[b * A + a] = grad(arg);
+        spans.push_back({grad(arg), numel(dim(arg))});
+      }
     Accumulate r;
-    if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) {
+    if (disjoint(spans)) {
       r.table = tables_.pointers(dests);
       return r;
     }
@@ -457,9 +589,6 @@ class Runner {
     for (size_t a = 0; a < A; ++a) {
       const size_t size = numel(dim(first.args[a]));
       float* s = scratch(B * size);
-      launch([s, B, size] {
-        PRNN_CUDA_CHECK(cudaMemsetAsync(s, 0, B * size * sizeof(float), kStream));
-      });
       for (size_t b = 0; b < B; ++b) {
         into[b * A + a] = s + b * size;
         r.pending.push_back(
@@ -467,39 +596,118 @@ class Runner {
       }
     }
     r.table = tables_.pointers(into);
+    r.write = gpu::GradWrite::Store;
     return r;
   }
 
-  // ---- products (cuBLAS; row-major buffers seen as column-major transposes) ------------------
-  // A member's W [m, k] row-major is the column-major k×m matrix Wᵀ (ld k); with n == 1 the packed
-  // x [B, k] is the column-major k×B matrix X (ld k) and y [B, m] is Y (m×B, ld m).
+  // ---- products ------------------------------------------------------------------------------
+  // Up to kSmallProductColumns columns one fused kernel per direction (ProductShape::small);
+  // else cuBLAS, row-major buffers seen as column-major transposes: a member's W [m, k] row-major
+  // is the column-major k×m matrix Wᵀ (ld k); with n == 1 the packed x [B, k] is the column-major
+  // k×B matrix X (ld k) and y [B, m] is Y (m×B, ld m).
+
+  // The members' x_i (argument position a + 1 for the weight at a), member-major [B*P].
+  std::vector<const float*> product_inputs(const std::vector<NodeId>& members,
+                                           const ProductShape& ps) const {
+    std::vector<const float*> xs;
+    for (NodeId id : members)
+      for (int i = 0; i < ps.P; ++i)
+        xs.push_back(value(g_->node(id).args[ps.first_weight + 2 * idx(i) + 1]));
+    return xs;
+  }
+
+  // For cuBLAS: each weight's x's as one [B, k_i·n] array, the members' slots when contiguous,
+  // else a scratch copy recorded in `copies` (dst, src, size) for one copy_pieces launch.
+  struct Copies {
+    std::vector<float*> dst;
+    std::vector<const float*> src;
+    std::vector<std::int64_t> size;
+    void add(float* d, const float* s, size_t n) {
+      dst.push_back(d);
+      src.push_back(s);
+      size.push_back(static_cast<std::int64_t>(n));
+    }
+  };
+  std::vector<const float*> packed_inputs(const std::vector<NodeId>& members,
+                                          const ProductShape& ps, Copies& copies) {
+    std::vector<const float*> packed;
+    const std::vector<const float*> xs = product_inputs(members, ps);
+    const size_t B = members.size(), P = idx(ps.P);
+    for (size_t i = 0; i < P; ++i) {
+      const size_t size = idx(ps.k[i] * ps.n);
+      std::vector<const float*> mine;
+      for (size_t b = 0; b < B; ++b) mine.push_back(xs[b * P + i]);
+      if (contiguous(mine, size)) {
+        packed.push_back(mine.front());
+        continue;
+      }
+      float* dst = scratch(B * size);
+      for (size_t b = 0; b < B; ++b) copies.add(dst + b * size, mine[b], size);
+      packed.push_back(dst);
+    }
+    return packed;
+  }
+  void copy(const Copies& c) {
+    if (c.dst.empty()) return;
+    const int D = as_int(c.dst.size(), "copies");
+    const size_t t_dst = tables_.pointers(c.dst), t_src = tables_.pointers(c.src),
+                 t_size = tables_.ints(c.size);
+    launch([this, D, t_dst, t_src, t_size] {
+      gpu::copy_pieces(D, tables_.at<float* const>(t_dst), tables_.at<const std::int64_t>(t_size),
+                       tables_.at<const float* const>(t_src), kStream);
+    });
+  }
 
   void product_forward(const std::vector<NodeId>& members, float* y) {
     const Node& f = g_->node(members.front());
-    const bool affine = f.op == Op::AffineTransform;
-    const size_t B = members.size();
-    if (affine) {
-      std::vector<const float*> bias;
+    const ProductShape ps = product_shape(*g_, members);
+    const size_t B = members.size(), out = numel(f.dim);
+    std::vector<const float*> weights, bias;
+    for (int i = 0; i < ps.P; ++i) weights.push_back(value(f.args[ps.first_weight + 2 * idx(i)]));
+    if (ps.affine)
       for (NodeId id : members) bias.push_back(value(g_->node(id).args[0]));
-      gather(bias, {static_cast<std::int64_t>(numel(f.dim))}, y);
+    if (ps.small()) {
+      gpu::SmallProductForward p;
+      p.B = ps.B;
+      p.P = ps.P;
+      p.m = ps.m;
+      p.n = ps.n;
+      p.y = y;
+      const size_t t_w = tables_.pointers(weights), t_k = tables_.ints(ps.k),
+                   t_x = tables_.pointers(product_inputs(members, ps)),
+                   t_b = ps.affine ? tables_.pointers(bias) : 0;
+      const bool affine = ps.affine;
+      launch([this, p, t_w, t_k, t_x, t_b, affine]() mutable {
+        p.w = tables_.at<const float* const>(t_w);
+        p.k = tables_.at<const std::int64_t>(t_k);
+        p.x = tables_.at<const float* const>(t_x);
+        p.bias = affine ? tables_.at<const float* const>(t_b) : nullptr;
+        gpu::small_product_forward(p, kStream);
+      });
+      return;
     }
-    for (size_t a = affine ? 1 : 0; a < f.args.size(); a += 2) {
-      const Dim wd = dim(f.args[a]), xd = dim(f.args[a + 1]);
-      const int m = as_int(idx(wd.rows), "rows"), k = as_int(idx(wd.cols), "cols"),
-                n = as_int(idx(xd.cols), "cols"), batch = as_int(B, "batch");
-      const float* W = value(f.args[a]);
-      const float* X = packed_argument(members, a + 1);
-      const float beta = (affine || a > 0) ? 1.0f : 0.0f;
-      launch([this, m, k, n, batch, W, X, y, beta] {
+    // cuBLAS: the biases into y and the x's packing in one copy, then one GEMM per weight.
+    Copies copies;
+    for (size_t b = 0; b < bias.size(); ++b) copies.add(y + b * out, bias[b], out);
+    const std::vector<const float*> X = packed_inputs(members, ps, copies);
+    copy(copies);
+    const int m = as_int(idx(ps.m), "rows"), n = as_int(idx(ps.n), "cols"),
+              batch = as_int(B, "batch");
+    for (int i = 0; i < ps.P; ++i) {
+      const int k = as_int(idx(ps.k[idx(i)]), "cols");
+      const float* W = weights[idx(i)];
+      const float* Xi = X[idx(i)];
+      const float beta = (ps.affine || i > 0) ? 1.0f : 0.0f;
+      launch_blas([this, m, k, n, batch, W, Xi, y, beta] {
         const float one = 1.0f;
         if (n == 1) {
           // Y (m×B) = W · X
-          PRNN_CUBLAS_CHECK(cublasSgemm(cublas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, m, batch, k, &one,
-                                        W, k, X, k, &beta, y, m));
+          PRNN_CUBLAS_CHECK(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, m, batch, k, &one, W, k,
+                                        Xi, k, &beta, y, m));
         } else {
           // per member: yᵀ (n×m) = xᵀ (n×k) · Wᵀ (k×m)
           PRNN_CUBLAS_CHECK(cublasSgemmStridedBatched(
-              cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, X, n,
+              blas(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, Xi, n,
               static_cast<long long>(k) * n, W, k, 0, &beta, y, n, static_cast<long long>(m) * n,
               batch));
         }
@@ -509,46 +717,141 @@ class Runner {
 
   void product_backward(const std::vector<NodeId>& members, const float* dy) {
     const Node& f = g_->node(members.front());
-    const bool affine = f.op == Op::AffineTransform;
-    const size_t B = members.size(), out = numel(f.dim);
-    std::vector<Contribution> list;
-    if (affine)
+    const ProductShape ps = product_shape(*g_, members);
+    const size_t B = members.size(), P = idx(ps.P), out = numel(f.dim);
+    std::vector<const float*> weights;
+    std::vector<float*> dweights;
+    std::vector<Span> dw_spans;
+    for (size_t i = 0; i < P; ++i) {
+      const NodeId w = f.args[ps.first_weight + 2 * i];
+      weights.push_back(value(w));
+      dweights.push_back(grad(w));
+      dw_spans.push_back({grad(w), numel(dim(w))});
+    }
+    std::vector<float*> dbias;
+    std::vector<Span> bias_spans;
+    if (ps.affine)
+      for (NodeId id : members) {
+        dbias.push_back(grad(g_->node(id).args[0]));
+        bias_spans.push_back({dbias.back(), out});
+      }
+    // dx destinations, member-major [B*P]
+    std::vector<float*> dx;
+    std::vector<Span> dx_spans;
+    for (NodeId id : members)
+      for (size_t i = 0; i < P; ++i) {
+        const NodeId x = g_->node(id).args[ps.first_weight + 2 * i + 1];
+        dx.push_back(grad(x));
+        dx_spans.push_back({grad(x), numel(dim(x))});
+      }
+    const auto joined = [](std::vector<Span> a, const std::vector<Span>& b) {
+      a.insert(a.end(), b.begin(), b.end());
+      return a;
+    };
+    std::vector<Contribution> list;  // added after the products: biases, then dx's in (i, b) order
+    if (ps.small() && disjoint(dw_spans)) {
+      // One launch: dW, dx (added in place when disjoint from each other and every dW, else
+      // stored to scratch and scattered) and, when its destinations allow, the biases.
+      gpu::SmallProductBackward p;
+      p.B = ps.B;
+      p.P = ps.P;
+      p.m = ps.m;
+      p.n = ps.n;
+      p.dy = dy;
+      const bool dx_direct = disjoint(joined(dx_spans, dw_spans));
+      std::vector<float*> dx_into = dx;
+      if (!dx_direct) {
+        p.dx_write = gpu::GradWrite::Store;
+        for (size_t i = 0; i < P; ++i) {
+          const size_t size = idx(ps.k[i] * ps.n);
+          float* s = scratch(B * size);
+          for (size_t b = 0; b < B; ++b) dx_into[b * P + i] = s + b * size;
+        }
+      }
+      bool bias_in_kernel = false;
+      if (ps.affine) {
+        const bool shared = std::all_of(dbias.begin(), dbias.end(),
+                                        [&](float* d) { return d == dbias.front(); });
+        std::vector<Span> others = dw_spans;
+        if (dx_direct) others = joined(others, dx_spans);
+        if (shared && disjoint(joined(others, {bias_spans.front()}))) {
+          bias_in_kernel = true;
+          p.bias_shared = true;
+        } else if (disjoint(joined(others, bias_spans))) {
+          bias_in_kernel = true;
+        }
+        if (!bias_in_kernel)
+          for (size_t b = 0; b < B; ++b)
+            list.push_back({dbias[b], static_cast<std::int64_t>(out), dy + b * out, nullptr});
+      }
+      if (!dx_direct)
+        for (size_t i = 0; i < P; ++i)
+          for (size_t b = 0; b < B; ++b)
+            list.push_back({dx[b * P + i], ps.k[i] * ps.n, dx_into[b * P + i], nullptr});
+      const std::int64_t workspace =
+          gpu::small_product_backward_workspace(ps.k.data(), ps.P, ps.m, ps.columns());
+      if (workspace > 0) {  // more than one row chunk: partial sums and a ticket per tile
+        p.partial = scratch(idx(workspace));
+        tickets_needed_ = std::max(
+            tickets_needed_, idx(gpu::small_product_backward_tiles(ps.k.data(), ps.P)));
+      }
+      const size_t t_w = tables_.pointers(weights), t_dw = tables_.pointers(dweights),
+                   t_k = tables_.ints(ps.k), t_x = tables_.pointers(product_inputs(members, ps)),
+                   t_dx = tables_.pointers(dx_into),
+                   t_db = bias_in_kernel ? tables_.pointers(dbias) : 0;
+      launch([this, p, k = ps.k, t_w, t_dw, t_k, t_x, t_dx, t_db, bias_in_kernel]() mutable {
+        p.w = tables_.at<const float* const>(t_w);
+        p.dw = tables_.at<float* const>(t_dw);
+        p.k = tables_.at<const std::int64_t>(t_k);
+        p.x = tables_.at<const float* const>(t_x);
+        p.dx = tables_.at<float* const>(t_dx);
+        p.dbias = bias_in_kernel ? tables_.at<float* const>(t_db) : nullptr;
+        p.tickets = tickets_.data_as<unsigned>();
+        gpu::small_product_backward(p, k.data(), kStream);
+      });
+      scatter(list);
+      return;
+    }
+    // cuBLAS: the x's packing in one copy; per weight dW += X·dYᵀ (over the members in order)
+    // and dX = Wᵀ·dY into scratch; then one scatter of the biases and the dX's.
+    if (ps.affine)
       for (size_t b = 0; b < B; ++b)
-        list.push_back({grad(g_->node(members[b]).args[0]), static_cast<std::int64_t>(out),
-                        dy + b * out, nullptr});
-    for (size_t a = affine ? 1 : 0; a < f.args.size(); a += 2) {
-      const Dim wd = dim(f.args[a]), xd = dim(f.args[a + 1]);
-      const int m = as_int(idx(wd.rows), "rows"), k = as_int(idx(wd.cols), "cols"),
-                n = as_int(idx(xd.cols), "cols"), batch = as_int(B, "batch");
-      const float* W = value(f.args[a]);
-      float* dW = grad(f.args[a]);
-      const float* X = packed_argument(members, a + 1);
-      const size_t xsize = numel(xd);
+        list.push_back({dbias[b], static_cast<std::int64_t>(out), dy + b * out, nullptr});
+    Copies copies;
+    const std::vector<const float*> X = packed_inputs(members, ps, copies);
+    copy(copies);
+    const int m = as_int(idx(ps.m), "rows"), n = as_int(idx(ps.n), "cols"),
+              batch = as_int(B, "batch");
+    for (size_t i = 0; i < P; ++i) {
+      const int k = as_int(idx(ps.k[i]), "cols");
+      const float* W = weights[i];
+      float* dW = dweights[i];
+      const float* Xi = X[i];
+      const size_t xsize = idx(ps.k[i] * ps.n);
       float* dX = scratch(B * xsize);
-      launch([this, m, k, n, batch, W, dW, X, dX, dy] {
+      launch_blas([this, m, k, n, batch, W, dW, Xi, dX, dy] {
         const float one = 1.0f, zero = 0.0f;
         if (n == 1) {
           // dWᵀ (k×m) += X (k×B) · dYᵀ;  dX (k×B) = Wᵀ (k×m) · dY (m×B)
-          PRNN_CUBLAS_CHECK(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_T, k, m, batch, &one,
-                                        X, k, dy, m, &one, dW, k));
-          PRNN_CUBLAS_CHECK(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_N, k, batch, m, &one,
-                                        W, k, dy, m, &zero, dX, k));
+          PRNN_CUBLAS_CHECK(cublasSgemm(blas(), CUBLAS_OP_N, CUBLAS_OP_T, k, m, batch, &one, Xi,
+                                        k, dy, m, &one, dW, k));
+          PRNN_CUBLAS_CHECK(cublasSgemm(blas(), CUBLAS_OP_N, CUBLAS_OP_N, k, batch, m, &one, W, k,
+                                        dy, m, &zero, dX, k));
         } else {
           // per member, in member order: dWᵀ (k×m) += x (k×n) · dyᵀ (n×m)
           const size_t xs = static_cast<size_t>(k) * n, ys = static_cast<size_t>(m) * n;
           for (int b = 0; b < batch; ++b)
-            PRNN_CUBLAS_CHECK(cublasSgemm(cublas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, k, m, n, &one,
-                                          X + b * xs, n, dy + b * ys, n, &one, dW, k));
+            PRNN_CUBLAS_CHECK(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, k, m, n, &one,
+                                          Xi + b * xs, n, dy + b * ys, n, &one, dW, k));
           // per member: dxᵀ (n×k) = dyᵀ (n×m) · W (m×k)
           PRNN_CUBLAS_CHECK(cublasSgemmStridedBatched(
-              cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_T, n, k, m, &one, dy, n,
+              blas(), CUBLAS_OP_N, CUBLAS_OP_T, n, k, m, &one, dy, n,
               static_cast<long long>(ys), W, k, 0, &zero, dX, n, static_cast<long long>(xs),
               batch));
         }
       });
       for (size_t b = 0; b < B; ++b)
-        list.push_back({grad(g_->node(members[b]).args[a + 1]), static_cast<std::int64_t>(xsize),
-                        dX + b * xsize, nullptr});
+        list.push_back({dx[b * P + i], static_cast<std::int64_t>(xsize), dX + b * xsize, nullptr});
     }
     scatter(list);
   }
@@ -600,15 +903,8 @@ class Runner {
         gather(rows, {out}, y);
         return;
       }
-      case Op::PickRange: {
-        std::vector<const float*> src;
-        for (NodeId id : members) {
-          const Node& node = g_->node(id);
-          src.push_back(value(node.args[0]) + idx(node.index * node.dim.cols));
-        }
-        gather(src, {out}, y);
+      case Op::PickRange:  // a view (layout): nothing to compute
         return;
-      }
       case Op::Concatenate: {
         std::vector<std::int64_t> widths;
         for (NodeId a : f.args) widths.push_back(static_cast<std::int64_t>(numel(dim(a))));
@@ -706,12 +1002,13 @@ class Runner {
         scatter(list);
         return;
       }
-      case Op::PickRange: {
+      case Op::PickRange: {  // views: their users accumulated into the argument's gradient
         std::vector<Contribution> list;
-        for (size_t b = 0; b < members.size(); ++b) {
-          const Node& node = g_->node(members[b]);
-          list.push_back(
-              {grad(node.args[0]) + idx(node.index * node.dim.cols), out, dy + b * idx(out), nullptr});
+        for (NodeId id : members) {
+          if (grad_view_[idx(id)]) continue;
+          const Node& node = g_->node(id);
+          list.push_back({grad(node.args[0]) + idx(node.index * node.dim.cols), out, grad(id),
+                          nullptr});
         }
         scatter(list);
         return;
@@ -745,8 +1042,9 @@ class Runner {
         const gpu::Pointwise op = pointwise_of(f.op);
         const int A = static_cast<int>(f.args.size());
         const size_t t_dx = acc.table;
-        launch([this, op, B, A, out, t_x, y, dy, t_dx] {
-          gpu::pointwise_backward(op, B, A, out, tables_.at<const float* const>(t_x), y, dy,
+        const gpu::GradWrite write = acc.write;
+        launch([this, op, write, B, A, out, t_x, y, dy, t_dx] {
+          gpu::pointwise_backward(op, write, B, A, out, tables_.at<const float* const>(t_x), y, dy,
                                   tables_.at<float* const>(t_dx), kStream);
         });
         scatter(acc.pending);
@@ -755,8 +1053,9 @@ class Runner {
       case Op::LogSoftmax: {
         const Accumulate acc = route(members);
         const size_t t_dx = acc.table;
-        launch([this, B, out, y, dy, t_dx] {
-          gpu::log_softmax_backward(B, out, y, dy, tables_.at<float* const>(t_dx), kStream);
+        const gpu::GradWrite write = acc.write;
+        launch([this, write, B, out, y, dy, t_dx] {
+          gpu::log_softmax_backward(write, B, out, y, dy, tables_.at<float* const>(t_dx), kStream);
         });
         scatter(acc.pending);
         return;
@@ -768,8 +1067,9 @@ class Runner {
         const Accumulate acc = route(members);
         const size_t t_dx = acc.table;
         const auto n = static_cast<std::int64_t>(numel(dim(f.args[0])));
-        launch([this, B, n, t_x, t_l, dy, t_dx] {
-          gpu::pick_neg_log_softmax_backward(B, n, tables_.at<const float* const>(t_x),
+        const gpu::GradWrite write = acc.write;
+        launch([this, write, B, n, t_x, t_l, dy, t_dx] {
+          gpu::pick_neg_log_softmax_backward(write, B, n, tables_.at<const float* const>(t_x),
                                              tables_.at<const std::int64_t>(t_l), dy,
                                              tables_.at<float* const>(t_dx), kStream);
         });
@@ -781,8 +1081,9 @@ class Runner {
         const Accumulate acc = route(members);
         const size_t t_dx = acc.table;
         const gpu::DropoutArgs d = dropout_args();
-        launch([this, d, B, out, t, dy, t_dx] {
-          gpu::dropout_backward(d, B, out, tables_.at<const std::int64_t>(t.ids),
+        const gpu::GradWrite write = acc.write;
+        launch([this, d, write, B, out, t, dy, t_dx] {
+          gpu::dropout_backward(d, write, B, out, tables_.at<const std::int64_t>(t.ids),
                                 tables_.at<const double>(t.rates), dy,
                                 tables_.at<float* const>(t_dx), kStream);
         });
@@ -797,13 +1098,18 @@ class Runner {
   size_t n_ = 0;
   std::vector<size_t> offset_, input_offset_;
   std::vector<const float*> value_;
+  std::vector<float*> grad_;     // where dL/d(node) lives: its slot, or inside its argument's
+  std::vector<bool> grad_view_;  // ... inside its argument's (an exclusive PickRange)
   std::vector<bool> needed_;
   size_t value_floats_ = 0, input_floats_ = 0, scratch_floats_ = 0, scratch_used_ = 0;
   float* input_base_ = nullptr;
   float* scratch_base_ = nullptr;
   Arena values_, grads_, fwd_tables_, bwd_tables_;
+  DeviceBuffer tickets_;       // small product backward's per-tile tickets, zero between launches
+  size_t tickets_needed_ = 0;  // ... as many as the current backward's largest launch takes
   Tables tables_;
   std::vector<std::function<void()>> launches_;
+  size_t issued_ = 0;  // GPU operations issued by the current forward or backward
   CublasHandle cublas_;
   EventPair fwd_events_, bwd_events_;
 };

@@ -6,11 +6,15 @@
 //   scatter_add: one CTA per destination (grid-stride over destinations beyond kMaxBlocks),
 //     threads stride over the destination's elements and sum its sources in the order given;
 //   softmax family: one CTA of kRowThreads per member (column vector), block reductions for the
-//     maximum and the sum of exponentials in shared memory.
+//     maximum and the sum of exponentials in shared memory;
+//   copy_pieces: as scatter_add, one CTA per piece;
+//   small products: kProductThreads (8 warps) per CTA, see the contracts at their kernels.
+// Backward kernels write their dx through put(): += (GradWrite::Add) or = (GradWrite::Store).
 // Index math in int64 (a batch's B*width may exceed 2^31 for large hidden sizes).
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <string>
 
@@ -26,6 +30,13 @@ constexpr int kThreads = 256;
 constexpr std::int64_t kMaxBlocks = 4096;
 constexpr int kRowThreads = 128;  // softmax family; a power of two (tree reduction)
 constexpr int kScatterThreads = 128;
+constexpr int kWarp = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kProductThreads = 256;
+constexpr int kProductWarps = kProductThreads / kWarp;
+// Backward small products: rows of W per CTA (kChunkRows / kProductWarps per warp). Smaller
+// chunks give more CTAs (memory parallelism when m·k is small) and more partial sums.
+constexpr std::int64_t kChunkRows = 64;
 
 unsigned blocks_for(std::int64_t total) {
   return static_cast<unsigned>(std::clamp<std::int64_t>((total + kThreads - 1) / kThreads, 1,
@@ -46,6 +57,10 @@ __device__ inline std::int64_t grid_stride() {
   return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
 }
 
+__device__ inline void put(GradWrite write, float* d, float v) {
+  *d = write == GradWrite::Add ? *d + v : v;
+}
+
 // ---- gather -----------------------------------------------------------------------------------
 
 __global__ void gather_pieces_kernel(int B, int A, std::int64_t width,
@@ -57,6 +72,16 @@ __global__ void gather_pieces_kernel(int B, int A, std::int64_t width,
     int a = 0;
     while (a + 1 < A && offs[a + 1] <= j) ++a;  // A is small (concatenate's argument count)
     dst[e] = src[b * A + a][j - offs[a]];
+  }
+}
+
+__global__ void copy_pieces_kernel(int D, float* const* __restrict__ dst,
+                                   const std::int64_t* __restrict__ size,
+                                   const float* const* __restrict__ src) {
+  for (int d = blockIdx.x; d < D; d += gridDim.x) {
+    float* out = dst[d];
+    const float* in = src[d];
+    for (std::int64_t i = threadIdx.x; i < size[d]; i += blockDim.x) out[i] = in[i];
   }
 }
 
@@ -104,7 +129,7 @@ __global__ void pointwise_forward_kernel(Pointwise op, int B, int A, std::int64_
   }
 }
 
-__global__ void pointwise_backward_kernel(Pointwise op, int B, int A, std::int64_t n,
+__global__ void pointwise_backward_kernel(Pointwise op, GradWrite w, int B, int A, std::int64_t n,
                                           const float* const* __restrict__ x,
                                           const float* __restrict__ y,
                                           const float* __restrict__ dy, float* const* dx) {
@@ -116,24 +141,27 @@ __global__ void pointwise_backward_kernel(Pointwise op, int B, int A, std::int64
     const float g = dy[e];
     switch (op) {
       case Pointwise::Add:
-        dxb[0][i] += g;
-        dxb[1][i] += g;
+        put(w, &dxb[0][i], g);
+        put(w, &dxb[1][i], g);
         break;
       case Pointwise::Sub:
-        dxb[0][i] += g;
-        dxb[1][i] -= g;
+        put(w, &dxb[0][i], g);
+        put(w, &dxb[1][i], -g);
         break;
       case Pointwise::CMult:
-        dxb[0][i] += g * xb[1][i];
-        dxb[1][i] += g * xb[0][i];
+        put(w, &dxb[0][i], g * xb[1][i]);
+        put(w, &dxb[1][i], g * xb[0][i]);
         break;
-      case Pointwise::Tanh: dxb[0][i] += g * (1.0f - y[e] * y[e]); break;
-      case Pointwise::Logistic: dxb[0][i] += g * y[e] * (1.0f - y[e]); break;
+      case Pointwise::Tanh: put(w, &dxb[0][i], g * (1.0f - y[e] * y[e])); break;
+      case Pointwise::Logistic: put(w, &dxb[0][i], g * y[e] * (1.0f - y[e])); break;
       case Pointwise::Relu:
-        if (xb[0][i] > 0.0f) dxb[0][i] += g;
+        if (xb[0][i] > 0.0f)
+          put(w, &dxb[0][i], g);
+        else if (w == GradWrite::Store)
+          dxb[0][i] = 0.0f;
         break;
       case Pointwise::Sum:
-        for (int a = 0; a < A; ++a) dxb[a][i] += g;
+        for (int a = 0; a < A; ++a) put(w, &dxb[a][i], g);
         break;
     }
   }
@@ -178,7 +206,7 @@ __global__ void log_softmax_forward_kernel(std::int64_t n, const float* const* _
   for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) yb[i] = xb[i] - lse;
 }
 
-__global__ void log_softmax_backward_kernel(std::int64_t n, const float* __restrict__ y,
+__global__ void log_softmax_backward_kernel(GradWrite w, std::int64_t n, const float* __restrict__ y,
                                             const float* __restrict__ dy, float* const* dx) {
   __shared__ float s[kRowThreads];
   const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * n;
@@ -187,7 +215,7 @@ __global__ void log_softmax_backward_kernel(std::int64_t n, const float* __restr
   total = block_reduce(total, false, s);
   float* d = dx[blockIdx.x];
   for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    d[i] += dy[base + i] - expf(y[base + i]) * total;
+    put(w, &d[i], dy[base + i] - expf(y[base + i]) * total);
 }
 
 __global__ void pick_nls_forward_kernel(std::int64_t n, const float* const* __restrict__ x,
@@ -199,7 +227,8 @@ __global__ void pick_nls_forward_kernel(std::int64_t n, const float* const* __re
   if (threadIdx.x == 0) y[blockIdx.x] = lse - xb[label[blockIdx.x]];
 }
 
-__global__ void pick_nls_backward_kernel(std::int64_t n, const float* const* __restrict__ x,
+__global__ void pick_nls_backward_kernel(GradWrite w, std::int64_t n,
+                                         const float* const* __restrict__ x,
                                          const std::int64_t* __restrict__ label,
                                          const float* __restrict__ dy, float* const* dx) {
   __shared__ float s[kRowThreads];
@@ -209,7 +238,7 @@ __global__ void pick_nls_backward_kernel(std::int64_t n, const float* const* __r
   const std::int64_t k = label[blockIdx.x];
   float* d = dx[blockIdx.x];
   for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    float acc = d[i] + g * expf(xb[i] - lse);
+    float acc = (w == GradWrite::Add ? d[i] : 0.0f) + g * expf(xb[i] - lse);
     if (i == k) acc -= g;
     d[i] = acc;
   }
@@ -235,15 +264,166 @@ __global__ void dropout_forward_kernel(DropoutArgs d, int B, std::int64_t n,
   }
 }
 
-__global__ void dropout_backward_kernel(DropoutArgs d, int B, std::int64_t n,
+__global__ void dropout_backward_kernel(DropoutArgs d, GradWrite w, int B, std::int64_t n,
                                         const std::int64_t* __restrict__ node,
                                         const double* __restrict__ p,
                                         const float* __restrict__ dy, float* const* dx) {
   const std::int64_t total = static_cast<std::int64_t>(B) * n;
   for (std::int64_t e = global_index(); e < total; e += grid_stride()) {
     const std::int64_t b = e / n, i = e % n;
-    dx[b][i] += dy[e] * dropout_scale_at(d, node[b], p[b], i);
+    put(w, &dx[b][i], dy[e] * dropout_scale_at(d, node[b], p[b], i));
   }
+}
+
+// ---- small products ---------------------------------------------------------------------------
+
+// Forward of a small product batch (contract of SmallProductForward in gpu_kernels.h).
+//   y[b][r, c] = bias[b][r, c] + Σ_i Σ_j W_i[r, j] · x_i[b][j, c]
+// Launch:  kProductThreads per CTA, one warp per row r of y (grid-stride over rows); lane l takes
+//          j ≡ l (mod 32) of every W_i row, so each W is read once, coalesced, per launch.
+// On chip: one accumulator per column q = b·n + c in registers (kCols >= N = B·n, the unused
+//          ones idle); x read through L1 (every warp reads the same x).
+// Order:   per lane the j's ascending over W_0, W_1, ...; lanes combined by a fixed xor
+//          butterfly; the bias added last. Deterministic.
+template <int kCols>
+__global__ void __launch_bounds__(kProductThreads)
+    small_product_forward_kernel(SmallProductForward p) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const std::int64_t N = p.B * p.n;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kProductWarps;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kProductWarps +
+                             static_cast<std::int64_t>(threadIdx.x) / kWarp;
+  for (std::int64_t r = first; r < p.m; r += warps) {  // warp-uniform
+    float acc[kCols];
+#pragma unroll
+    for (int q = 0; q < kCols; ++q) acc[q] = 0.0f;
+    for (int i = 0; i < p.P; ++i) {
+      const std::int64_t k = p.k[i];
+      const float* wr = p.w[i] + r * k;
+      const float* xq[kCols];
+#pragma unroll
+      for (int q = 0; q < kCols; ++q)
+        xq[q] = q < N ? p.x[(q / p.n) * p.P + i] + q % p.n : nullptr;
+#pragma unroll 4
+      for (std::int64_t j = lane; j < k; j += kWarp) {
+        const float wv = wr[j];
+#pragma unroll
+        for (int q = 0; q < kCols; ++q)
+          if (q < N) acc[q] = fmaf(wv, xq[q][j * p.n], acc[q]);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kCols; ++q)
+      for (int offset = kWarp / 2; offset > 0; offset /= 2)
+        acc[q] += __shfl_xor_sync(kFullMask, acc[q], offset);
+#pragma unroll
+    for (int q = 0; q < kCols; ++q) {
+      if (q != lane || q >= N) continue;
+      const std::int64_t b = q / p.n, c = q % p.n, e = r * p.n + c;
+      p.y[b * p.m * p.n + e] = (p.bias != nullptr ? p.bias[b][e] : 0.0f) + acc[q];
+    }
+  }
+}
+
+__device__ inline void put_dx(const SmallProductBackward& p, int i, int q, std::int64_t k,
+                              std::int64_t j, float v) {
+  if (q >= p.B * p.n || j >= k) return;
+  put(p.dx_write, p.dx[(q / p.n) * p.P + i] + j * p.n + q % p.n, v);
+}
+
+// Backward of a small product batch (contract of SmallProductBackward in gpu_kernels.h).
+//   dW_i[r, j] += Σ_q dy_q[r] · x_i,q[j];  dx_i,q[j] (+)= Σ_r W_i[r, j] · dy_q[r];  dbias.
+// Launch:  kProductThreads per CTA; CTA (tile, chunk) for the tiles·chunks first CTAs, tile =
+//          32 columns j of one W_i (tiles of W_0 first), chunk = kChunkRows rows r; lane l owns
+//          column j, warp w rows r ≡ w (mod 8) of the chunk. Each W and dW element is read
+//          once, and dW written once, by the one thread that owns it. Then ceil(m·n / 256) CTAs
+//          for dbias (when dbias is non-null), one thread per element.
+// On chip: x_i,q[j] and the dx partial sums per column q in registers; the CTA's 8 warp sums
+//          in shared memory [8][kCols][32].
+// Order:   dx: rows ascending per warp, warps 0..7, then (chunks > 1) the chunks' partial sums
+//          (workspace [tiles][chunks][kCols][32]) in chunk order by the CTA of the tile that
+//          arrives last (an integer ticket per tile, reset by that CTA). dW: the q's in member
+//          order. dbias: members in order. Deterministic; no float atomics.
+template <int kCols>
+__global__ void __launch_bounds__(kProductThreads)
+    small_product_backward_kernel(SmallProductBackward p, int tiles, int chunks) {
+  __shared__ float s_warp[kProductWarps][kCols][kWarp];
+  __shared__ bool s_last;
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
+  const std::int64_t N = p.B * p.n, mn = p.m * p.n;
+  const int block = static_cast<int>(blockIdx.x);
+  if (block >= tiles * chunks) {  // dbias
+    const std::int64_t e = static_cast<std::int64_t>(block - tiles * chunks) * kProductThreads +
+                           threadIdx.x;
+    if (e >= mn) return;
+    if (p.bias_shared) {
+      float acc = p.dbias[0][e];
+      for (int b = 0; b < p.B; ++b) acc += p.dy[b * mn + e];
+      p.dbias[0][e] = acc;
+    } else {
+      for (int b = 0; b < p.B; ++b) p.dbias[b][e] += p.dy[b * mn + e];
+    }
+    return;
+  }
+  const int tile = block / chunks, chunk = block % chunks;
+  int i = 0;
+  std::int64_t tile0 = 0;  // first tile of W_i
+  while (tile >= tile0 + (p.k[i] + kWarp - 1) / kWarp) tile0 += (p.k[i++] + kWarp - 1) / kWarp;
+  const std::int64_t k = p.k[i];
+  const std::int64_t j0 = (tile - tile0) * kWarp, j = j0 + lane;
+  const bool valid = j < k;
+  float xv[kCols], dx[kCols];
+#pragma unroll
+  for (int q = 0; q < kCols; ++q) {
+    xv[q] = q < N && valid ? p.x[(q / p.n) * p.P + i][j * p.n + q % p.n] : 0.0f;
+    dx[q] = 0.0f;
+  }
+  const float* W = p.w[i];
+  float* dW = p.dw[i];
+  const std::int64_t r0 = chunk * kChunkRows, r1 = r0 + kChunkRows < p.m ? r0 + kChunkRows : p.m;
+  for (std::int64_t r = r0 + warp; r < r1; r += kProductWarps) {
+    float dyv[kCols];
+#pragma unroll
+    for (int q = 0; q < kCols; ++q) dyv[q] = q < N ? p.dy[(q / p.n) * mn + r * p.n + q % p.n] : 0.0f;
+    if (!valid) continue;
+    const std::int64_t e = r * k + j;
+    const float wv = W[e];
+    float s = 0.0f;
+#pragma unroll
+    for (int q = 0; q < kCols; ++q)
+      if (q < N) s = fmaf(dyv[q], xv[q], s);
+    dW[e] += s;
+#pragma unroll
+    for (int q = 0; q < kCols; ++q) dx[q] = fmaf(wv, dyv[q], dx[q]);
+  }
+#pragma unroll
+  for (int q = 0; q < kCols; ++q) s_warp[warp][q][lane] = dx[q];
+  __syncthreads();
+  for (int e = static_cast<int>(threadIdx.x); e < kCols * kWarp; e += kProductThreads) {
+    const int q = e / kWarp, l = e % kWarp;
+    float t = 0.0f;
+    for (int w = 0; w < kProductWarps; ++w) t += s_warp[w][q][l];
+    if (chunks == 1)
+      put_dx(p, i, q, k, j0 + l, t);
+    else
+      p.partial[((static_cast<std::int64_t>(tile) * chunks + chunk) * kCols + q) * kWarp + l] = t;
+  }
+  if (chunks == 1) return;
+  __threadfence();  // the partial sums are visible before the ticket is taken
+  __syncthreads();
+  if (threadIdx.x == 0) s_last = atomicAdd(&p.tickets[tile], 1u) == static_cast<unsigned>(chunks - 1);
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  for (int e = static_cast<int>(threadIdx.x); e < kCols * kWarp; e += kProductThreads) {
+    const int q = e / kWarp, l = e % kWarp;
+    float t = 0.0f;
+    for (int c = 0; c < chunks; ++c)
+      t += __ldcg(&p.partial[((static_cast<std::int64_t>(tile) * chunks + c) * kCols + q) * kWarp + l]);
+    put_dx(p, i, q, k, j0 + l, t);
+  }
+  if (threadIdx.x == 0) p.tickets[tile] = 0u;
 }
 
 // ---- optimizer updates ------------------------------------------------------------------------
@@ -300,6 +480,15 @@ void gather_pieces(int B, int A, std::int64_t width, const std::int64_t* offs,
   PRNN_CHECK_LAUNCH();
 }
 
+void copy_pieces(int D, float* const* dst, const std::int64_t* size, const float* const* src,
+                 cudaStream_t stream) {
+  check_sizes("copy_pieces", D, 0, 0);
+  if (D == 0) return;
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(D, 65535));
+  copy_pieces_kernel<<<blocks, kScatterThreads, 0, stream>>>(D, dst, size, src);
+  PRNN_CHECK_LAUNCH();
+}
+
 void scatter_add(int D, float* const* dst, const std::int64_t* size, const std::int64_t* first,
                  const float* const* src, std::uint8_t* const* flag, cudaStream_t stream) {
   check_sizes("scatter_add", D, 0, 0);
@@ -317,12 +506,13 @@ void pointwise_forward(Pointwise op, int B, int A, std::int64_t n, const float* 
   PRNN_CHECK_LAUNCH();
 }
 
-void pointwise_backward(Pointwise op, int B, int A, std::int64_t n, const float* const* x,
-                        const float* y, const float* dy, float* const* dx, cudaStream_t stream) {
+void pointwise_backward(Pointwise op, GradWrite write, int B, int A, std::int64_t n,
+                        const float* const* x, const float* y, const float* dy, float* const* dx,
+                        cudaStream_t stream) {
   check_sizes("pointwise_backward", B, A, n);
   if (B == 0 || n == 0) return;
-  pointwise_backward_kernel<<<blocks_for(B * n), kThreads, 0, stream>>>(op, B, A, n, x, y, dy,
-                                                                        dx);
+  pointwise_backward_kernel<<<blocks_for(B * n), kThreads, 0, stream>>>(op, write, B, A, n, x, y,
+                                                                        dy, dx);
   PRNN_CHECK_LAUNCH();
 }
 
@@ -334,11 +524,12 @@ void log_softmax_forward(int B, std::int64_t n, const float* const* x, float* y,
   PRNN_CHECK_LAUNCH();
 }
 
-void log_softmax_backward(int B, std::int64_t n, const float* y, const float* dy, float* const* dx,
-                          cudaStream_t stream) {
+void log_softmax_backward(GradWrite write, int B, std::int64_t n, const float* y, const float* dy,
+                          float* const* dx, cudaStream_t stream) {
   check_sizes("log_softmax_backward", B, 1, n);
   if (B == 0 || n == 0) return;
-  log_softmax_backward_kernel<<<static_cast<unsigned>(B), kRowThreads, 0, stream>>>(n, y, dy, dx);
+  log_softmax_backward_kernel<<<static_cast<unsigned>(B), kRowThreads, 0, stream>>>(write, n, y,
+                                                                                    dy, dx);
   PRNN_CHECK_LAUNCH();
 }
 
@@ -350,13 +541,13 @@ void pick_neg_log_softmax_forward(int B, std::int64_t n, const float* const* x,
   PRNN_CHECK_LAUNCH();
 }
 
-void pick_neg_log_softmax_backward(int B, std::int64_t n, const float* const* x,
+void pick_neg_log_softmax_backward(GradWrite write, int B, std::int64_t n, const float* const* x,
                                    const std::int64_t* label, const float* dy, float* const* dx,
                                    cudaStream_t stream) {
   check_sizes("pick_neg_log_softmax_backward", B, 1, n);
   if (B == 0 || n == 0) return;
-  pick_nls_backward_kernel<<<static_cast<unsigned>(B), kRowThreads, 0, stream>>>(n, x, label, dy,
-                                                                                 dx);
+  pick_nls_backward_kernel<<<static_cast<unsigned>(B), kRowThreads, 0, stream>>>(write, n, x,
+                                                                                 label, dy, dx);
   PRNN_CHECK_LAUNCH();
 }
 
@@ -368,11 +559,106 @@ void dropout_forward(const DropoutArgs& d, int B, std::int64_t n, const std::int
   PRNN_CHECK_LAUNCH();
 }
 
-void dropout_backward(const DropoutArgs& d, int B, std::int64_t n, const std::int64_t* node,
-                      const double* p, const float* dy, float* const* dx, cudaStream_t stream) {
+void dropout_backward(const DropoutArgs& d, GradWrite write, int B, std::int64_t n,
+                      const std::int64_t* node, const double* p, const float* dy, float* const* dx,
+                      cudaStream_t stream) {
   check_sizes("dropout_backward", B, 1, n);
   if (B == 0 || n == 0) return;
-  dropout_backward_kernel<<<blocks_for(B * n), kThreads, 0, stream>>>(d, B, n, node, p, dy, dx);
+  dropout_backward_kernel<<<blocks_for(B * n), kThreads, 0, stream>>>(d, write, B, n, node, p, dy,
+                                                                      dx);
+  PRNN_CHECK_LAUNCH();
+}
+
+namespace {
+
+// The column template of the small products: N rounded up to 1, 2, 4, 8 or 16.
+int column_tile(std::int64_t columns) {
+  int c = 1;
+  while (c < columns) c *= 2;
+  return c;
+}
+
+void check_small_product(const char* fn, int B, int P, std::int64_t m, std::int64_t n) {
+  check_sizes(fn, B, P, m);
+  if (n < 1 || B * n > kSmallProductColumns)
+    throw InvalidArgument(std::string(fn) + ": expected 1 <= B·n <= " +
+                          std::to_string(kSmallProductColumns) + ", got B " + std::to_string(B) +
+                          ", n " + std::to_string(n));
+}
+
+std::int64_t product_tiles(const std::int64_t* k_host, int P) {
+  std::int64_t tiles = 0;
+  for (int i = 0; i < P; ++i) tiles += (k_host[i] + kWarp - 1) / kWarp;
+  return tiles;
+}
+
+std::int64_t product_chunks(std::int64_t m) {
+  return std::max<std::int64_t>((m + kChunkRows - 1) / kChunkRows, 1);
+}
+
+template <int kCols>
+void launch_small_forward(const SmallProductForward& p, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>(
+      std::clamp<std::int64_t>((p.m + kProductWarps - 1) / kProductWarps, 1, kMaxBlocks));
+  small_product_forward_kernel<kCols><<<blocks, kProductThreads, 0, stream>>>(p);
+}
+
+template <int kCols>
+void launch_small_backward(const SmallProductBackward& p, int tiles, int chunks, int bias_blocks,
+                           cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>(tiles * chunks + bias_blocks);
+  small_product_backward_kernel<kCols><<<blocks, kProductThreads, 0, stream>>>(p, tiles, chunks);
+}
+
+}  // namespace
+
+std::int64_t small_product_backward_tiles(const std::int64_t* k_host, int P) {
+  return product_tiles(k_host, P);
+}
+
+std::int64_t small_product_backward_workspace(const std::int64_t* k_host, int P, std::int64_t m,
+                                              std::int64_t columns) {
+  const std::int64_t chunks = product_chunks(m);
+  if (chunks == 1) return 0;
+  return product_tiles(k_host, P) * chunks * column_tile(columns) * kWarp;
+}
+
+// The one dispatch point of the small products: the column count picks the template.
+void small_product_forward(const SmallProductForward& p, cudaStream_t stream) {
+  check_small_product("small_product_forward", p.B, p.P, p.m, p.n);
+  if (p.B == 0 || p.m == 0) return;
+  switch (column_tile(p.B * p.n)) {
+    case 1: launch_small_forward<1>(p, stream); break;
+    case 2: launch_small_forward<2>(p, stream); break;
+    case 4: launch_small_forward<4>(p, stream); break;
+    case 8: launch_small_forward<8>(p, stream); break;
+    default: launch_small_forward<16>(p, stream); break;
+  }
+  PRNN_CHECK_LAUNCH();
+}
+
+void small_product_backward(const SmallProductBackward& p, const std::int64_t* k_host,
+                            cudaStream_t stream) {
+  check_small_product("small_product_backward", p.B, p.P, p.m, p.n);
+  if (p.B == 0 || p.m == 0) return;
+  const std::int64_t tiles = product_tiles(k_host, p.P), chunks = product_chunks(p.m);
+  const std::int64_t bias_blocks =
+      p.dbias != nullptr ? (p.m * p.n + kProductThreads - 1) / kProductThreads : 0;
+  if (tiles * chunks + bias_blocks > INT_MAX)
+    throw InvalidArgument("small_product_backward: too many CTAs for m " + std::to_string(p.m));
+  if (chunks > 1 && tiles > 0 && (p.partial == nullptr || p.tickets == nullptr))
+    throw InvalidArgument("small_product_backward: expected a workspace and tickets for m " +
+                          std::to_string(p.m));
+  if (tiles * chunks + bias_blocks == 0) return;
+  const int t = static_cast<int>(tiles), c = static_cast<int>(chunks),
+            bb = static_cast<int>(bias_blocks);
+  switch (column_tile(p.B * p.n)) {
+    case 1: launch_small_backward<1>(p, t, c, bb, stream); break;
+    case 2: launch_small_backward<2>(p, t, c, bb, stream); break;
+    case 4: launch_small_backward<4>(p, t, c, bb, stream); break;
+    case 8: launch_small_backward<8>(p, t, c, bb, stream); break;
+    default: launch_small_backward<16>(p, t, c, bb, stream); break;
+  }
   PRNN_CHECK_LAUNCH();
 }
 

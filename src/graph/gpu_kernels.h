@@ -23,10 +23,20 @@ namespace prnn::graph::gpu {
 // Elementwise ops over equally shaped arguments (the executor's "flat" family).
 enum class Pointwise : std::uint8_t { Add, Sub, CMult, Tanh, Logistic, Relu, Sum };
 
+// How a backward kernel writes dL/d(argument) through its dx table: Add accumulates (+=) into
+// the arguments' gradients; Store overwrites (=) scratch pieces that a scatter_add adds in
+// afterwards (the executor's route for repeated arguments), so the scratch needs no zeroing.
+enum class GradWrite : std::uint8_t { Add, Store };
+
 // dst[b*width + offs[a] + j] = src[b*A + a][j]  for j < offs[a+1] - offs[a]; offs [A+1] with
 // offs[0] = 0, offs[A] = width. (lookup, pick_range, concatenate, packing GEMM inputs)
 void gather_pieces(int B, int A, std::int64_t width, const std::int64_t* offs,
                    const float* const* src, float* dst, cudaStream_t stream);
+
+// dst[d][i] = src[d][i]  for i < size[d], d < D (tables [D]); destinations distinct memory.
+// (an AffineTransform's biases into y and the packing of GEMM inputs, all in one launch)
+void copy_pieces(int D, float* const* dst, const std::int64_t* size, const float* const* src,
+                 cudaStream_t stream);
 
 // For every destination d < D, in order of its sources s in [first[d], first[d+1]):
 //   dst[d][i] += src[s][i]   (i < size[d]),  and *flag[d] = 1 when flag[d] is non-null.
@@ -39,22 +49,23 @@ void scatter_add(int D, float* const* dst, const std::int64_t* size, const std::
 // activations, >= 1 for Sum.
 void pointwise_forward(Pointwise op, int B, int A, std::int64_t n, const float* const* x,
                        float* y, cudaStream_t stream);
-// dx[b*A + a][i] += ∂f/∂x_a(b, i) · dy[b*n + i]   (y: this op's output [B, n])
-void pointwise_backward(Pointwise op, int B, int A, std::int64_t n, const float* const* x,
-                        const float* y, const float* dy, float* const* dx, cudaStream_t stream);
+// dx[b*A + a][i] += ∂f/∂x_a(b, i) · dy[b*n + i]   (y: this op's output [B, n]; = with Store)
+void pointwise_backward(Pointwise op, GradWrite write, int B, int A, std::int64_t n,
+                        const float* const* x, const float* y, const float* dy, float* const* dx,
+                        cudaStream_t stream);
 
 // Member b: column x[b] [n].  y[b*n + i] = x_i - log Σ_j exp x_j.
 void log_softmax_forward(int B, std::int64_t n, const float* const* x, float* y,
                          cudaStream_t stream);
-// dx[b][i] += dy_i - exp(y_i) · Σ_j dy_j
-void log_softmax_backward(int B, std::int64_t n, const float* y, const float* dy,
+// dx[b][i] += dy_i - exp(y_i) · Σ_j dy_j   (= with Store)
+void log_softmax_backward(GradWrite write, int B, std::int64_t n, const float* y, const float* dy,
                           float* const* dx, cudaStream_t stream);
 
 // y[b] = log Σ_j exp x_j - x[label[b]]   (x[b] [n], label [B] in [0, n))
 void pick_neg_log_softmax_forward(int B, std::int64_t n, const float* const* x,
                                   const std::int64_t* label, float* y, cudaStream_t stream);
-// dx[b][i] += dy[b] · (softmax(x)_i - [i == label[b]])
-void pick_neg_log_softmax_backward(int B, std::int64_t n, const float* const* x,
+// dx[b][i] += dy[b] · (softmax(x)_i - [i == label[b]])   (= with Store)
+void pick_neg_log_softmax_backward(GradWrite write, int B, std::int64_t n, const float* const* x,
                                    const std::int64_t* label, const float* dy, float* const* dx,
                                    cudaStream_t stream);
 
@@ -67,9 +78,60 @@ struct DropoutArgs {
 };
 void dropout_forward(const DropoutArgs& d, int B, std::int64_t n, const std::int64_t* node,
                      const double* p, const float* const* x, float* y, cudaStream_t stream);
-// dx[b][i] += dy[b*n + i] · scale(b, i)
-void dropout_backward(const DropoutArgs& d, int B, std::int64_t n, const std::int64_t* node,
-                      const double* p, const float* dy, float* const* dx, cudaStream_t stream);
+// dx[b][i] += dy[b*n + i] · scale(b, i)   (= with Store)
+void dropout_backward(const DropoutArgs& d, GradWrite write, int B, std::int64_t n,
+                      const std::int64_t* node, const double* p, const float* dy, float* const* dx,
+                      cudaStream_t stream);
+
+// ---- Small products: a whole MatMul / AffineTransform batch in one launch per direction ------
+// A batch of B members of y = [bias +] Σ_{i<P} W_i · x_i with P >= 0 weights W_i [m, k_i]
+// (row-major) shared by the batch, member b's x_i [k_i, n] and bias [m, n], y [B, m, n]
+// contiguous. The batch has N = B·n "columns" q = b·n + c. Selected by the executor for
+// N <= kSmallProductColumns (beyond that, cuBLAS GEMMs); the kernels keep one accumulator per
+// column in registers, templated on the column count rounded up to 1, 2, 4, 8 or 16.
+inline constexpr int kSmallProductColumns = 16;
+
+struct SmallProductForward {
+  int B = 0, P = 0;
+  std::int64_t m = 0, n = 0;
+  const float* const* w = nullptr;     // [P] table: W_i
+  const std::int64_t* k = nullptr;     // [P] table: k_i
+  const float* const* x = nullptr;     // [B*P] table: entry b*P + i is member b's x_i
+  const float* const* bias = nullptr;  // [B] table: member b's bias, or null (MatMul)
+  float* y = nullptr;                  // [B, m, n]
+};
+// y[b][r, c] = bias[b][r, c] + Σ_i Σ_j W_i[r, j] · x_i[b][j, c]; each row's dot products in a
+// fixed lane order (deterministic), W read once per launch.
+void small_product_forward(const SmallProductForward& p, cudaStream_t stream);
+
+struct SmallProductBackward {
+  int B = 0, P = 0;
+  std::int64_t m = 0, n = 0;
+  const float* const* w = nullptr;  // [P] table: W_i
+  float* const* dw = nullptr;       // [P] table: dL/dW_i, accumulated (+=)
+  const std::int64_t* k = nullptr;  // [P] table: k_i
+  const float* const* x = nullptr;  // [B*P] table, as forward
+  float* const* dx = nullptr;       // [B*P] table: where dL/dx_i of member b goes
+  GradWrite dx_write = GradWrite::Add;
+  const float* dy = nullptr;        // [B, m, n]
+  float* const* dbias = nullptr;    // [B] table: dbias[b] += dy[b]; or null (no bias work)
+  bool bias_shared = false;         // every dbias entry is one destination: += Σ_b dy[b]
+  float* partial = nullptr;         // workspace, small_product_backward_workspace() floats
+  unsigned* tickets = nullptr;      // [small_product_backward_tiles()] zeros; left zeros
+};
+// Column tiles of the backward launch (Σ_i ceil(k_i / 32)) for the host's ticket buffer, and
+// the floats of its partial-sum workspace.
+std::int64_t small_product_backward_tiles(const std::int64_t* k_host, int P);
+std::int64_t small_product_backward_workspace(const std::int64_t* k_host, int P, std::int64_t m,
+                                              std::int64_t columns);
+// dW_i[r, j] += Σ_q dy_q[r] · x_i,q[j]   (q = (b, c) in member order, one thread per element)
+// dx_i[b][j, c] += Σ_r W_i[r, j] · dy[b][r, c]   (= with Store; rows summed in a fixed order:
+//   within a row chunk per warp, warps in order, chunks in order by the last CTA of the tile)
+// dbias: per member dbias[b] += dy[b], or with bias_shared dbias[0] += dy[0] + dy[1] + ...
+// Destinations of dw, dx and dbias must be pairwise disjoint memory (bias_shared aside), dw
+// distinct per weight. k_host: the k_i on the host (the launch shape), equal to the k table.
+void small_product_backward(const SmallProductBackward& p, const std::int64_t* k_host,
+                            cudaStream_t stream);
 
 // ---- Optimizer updates over the Model's device copies (graph/trainers.cpp) -------------------
 // Over n elements of w, g (and state); with `touched` non-null, element i belongs to row

@@ -53,12 +53,13 @@ bool is_gpu_impl(const std::string& name) {
   return name.find("gpu") != std::string::npos;
 }
 
-// Device time of the executor's last forward + backward (0 for the CPU executors).
-double device_seconds(const graph::Executor& ex) {
-  graph::DeviceTimes t;
-  if (const auto* g = dynamic_cast<const graph::GpuExecutor*>(&ex)) t = g->device_times();
-  if (const auto* g = dynamic_cast<const graph::GpuAutobatchExecutor*>(&ex)) t = g->device_times();
-  return t.forward_seconds + t.backward_seconds;
+// Device times and launch counts of the executor's last forward + backward (zeros for the CPU
+// executors).
+graph::DeviceTimes device_times(const graph::Executor& ex) {
+  if (const auto* g = dynamic_cast<const graph::GpuExecutor*>(&ex)) return g->device_times();
+  if (const auto* g = dynamic_cast<const graph::GpuAutobatchExecutor*>(&ex))
+    return g->device_times();
+  return {};
 }
 
 // Planning statistics of an autobatching executor, host or GPU; null for the others.
@@ -201,13 +202,14 @@ struct PassMetrics {
   double batches_per_graph = 0.0;
   double nodes_per_batch = 0.0;
   double gpu_us_per_batch = 0.0;
+  double launches_per_graph = 0.0;
   double train_loss = 0.0;
 };
 
 PassMetrics measure_pass(const TrainFn& train, std::int64_t hidden, std::int64_t batch,
                          graph::Executor& ex) {
   const bool autobatch = autobatch_stats(ex) != nullptr;
-  double build = 0.0, plan = 0.0, exec = 0.0, device = 0.0;
+  double build = 0.0, plan = 0.0, exec = 0.0, device = 0.0, launches = 0.0;
   std::int64_t nodes = 0, graphs = 0;
   std::size_t planned_nodes = 0, autobatches = 0;
   models::TrainCallbacks cb;
@@ -216,7 +218,9 @@ PassMetrics measure_pass(const TrainFn& train, std::int64_t hidden, std::int64_t
     exec += p.execute_seconds;
     nodes += p.batch_nodes;
     ++graphs;
-    device += device_seconds(ex);
+    const graph::DeviceTimes t = device_times(ex);
+    device += t.forward_seconds + t.backward_seconds;
+    launches += static_cast<double>(t.forward_launches + t.backward_launches);
     if (autobatch) {
       const graph::AutobatchStats& s = *autobatch_stats(ex);
       plan += s.plan_seconds;
@@ -242,6 +246,7 @@ PassMetrics measure_pass(const TrainFn& train, std::int64_t hidden, std::int64_t
   m.nodes_per_batch = static_cast<double>(planned_nodes) /
                       static_cast<double>(std::max<std::size_t>(autobatches, 1));
   m.gpu_us_per_batch = 1e6 * device / static_cast<double>(std::max<std::int64_t>(graphs, 1));
+  m.launches_per_graph = launches / static_cast<double>(std::max<std::int64_t>(graphs, 1));
   m.train_loss = e.train_loss;
   return m;
 }
@@ -325,6 +330,8 @@ void run_graph_bench(const GraphBenchOptions& options, const BenchSink& sink) {
             emit("batches_per_graph", &PassMetrics::batches_per_graph, "batches");
             emit("nodes_per_batch", &PassMetrics::nodes_per_batch, "nodes");
           }
+          if (is_gpu_impl(impl.name))
+            emit("launches_per_graph", &PassMetrics::launches_per_graph, "launches");
           emit("train_loss", &PassMetrics::train_loss, "nats");
         }
       }

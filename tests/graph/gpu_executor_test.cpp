@@ -1,8 +1,9 @@
 // GPU executors: GpuExecutor (one kernel per node) and GpuAutobatchExecutor (depth and agenda)
 // against the fp64 CPU reference on forward values, node gradients, parameter gradients,
 // lookup-row gradients and touched rows, over random graphs, dropouts of mixed rates in one batch,
-// a mini-batch of SST trees through the Tree-LSTM and BiLSTM sequences with dropout; determinism
-// run to run; the device trainers (SGD with momentum and weight decay, Adam) against the host
+// a mini-batch of SST trees through the Tree-LSTM and BiLSTM sequences with dropout; products at
+// the sizes of the fused small kernels and of cuBLAS; destinations that share memory; launch
+// counts; determinism run to run; the device trainers (SGD with momentum and weight decay, Adam) against the host
 // trainers; the Model's device copies.
 // A GPU test never skips: without a device it fails.
 #include <gtest/gtest.h>
@@ -192,6 +193,155 @@ TEST(GpuExecutors, WideProductsAndLongSoftmaxMatchCpuReference) {
     losses.push_back(input(g, Dim{1, 300}, rng.uniform(300)) * log_softmax(col));
   }
   expect_equivalent(g, sum(losses), m);
+}
+
+// ---- Products at the sizes of both paths -------------------------------------------------------
+// One batch of B AffineTransform (or MatMul) members y_b = [bias_b +] Σ_i W_i · x_i,b with P
+// weights W_i [m, k + 5i] and x [k_i, n]: up to gpu::kSmallProductColumns (16) columns B·n the
+// fused small_product kernels (m > 64 takes several row chunks per tile and the cross-CTA
+// partial sums), beyond them cuBLAS (n == 1: one GEMM; n > 1: strided-batched). The x's are
+// computed nodes (tanh of inputs), so their gradients are compared too.
+
+enum class ProductBias : std::uint8_t { None, Shared, PerMember };
+
+struct ProductCase {
+  int B, P;
+  std::int64_t m, k, n;
+  ProductBias bias;
+};
+
+std::string product_case_name(const ::testing::TestParamInfo<ProductCase>& info) {
+  const ProductCase& c = info.param;
+  const char* bias = c.bias == ProductBias::None ? "matmul"
+                     : c.bias == ProductBias::Shared ? "shared_bias"
+                                                     : "member_bias";
+  return "B" + std::to_string(c.B) + "_P" + std::to_string(c.P) + "_m" + std::to_string(c.m) +
+         "_k" + std::to_string(c.k) + "_n" + std::to_string(c.n) + "_" + bias;
+}
+
+class GpuProducts : public ::testing::TestWithParam<ProductCase> {};
+
+TEST_P(GpuProducts, MatchCpuReference) {
+  PRNN_REQUIRE_GPU();
+  const ProductCase c = GetParam();
+  Rng rng;
+  Model m(rng.gen()());
+  std::vector<Parameter> w;
+  for (int i = 0; i < c.P; ++i) w.push_back(m.add_parameters({c.m, c.k + 5 * i}));
+  const Parameter shared_bias = m.add_parameters({c.m, c.n});
+  Graph g;
+  std::vector<Expr> ew;
+  for (const Parameter& p : w) ew.push_back(parameter(g, p));
+  const Expr eb = parameter(g, shared_bias);
+  std::vector<Expr> terms;
+  for (int b = 0; b < c.B; ++b) {
+    std::vector<Expr> args;
+    if (c.bias == ProductBias::Shared) args.push_back(eb);
+    if (c.bias == ProductBias::PerMember)
+      args.push_back(tanh(input(g, {c.m, c.n}, rng.uniform(sz(c.m * c.n)))));
+    for (int i = 0; i < c.P; ++i) {
+      const std::int64_t k = c.k + 5 * i;
+      args.push_back(ew[sz(i)]);
+      args.push_back(tanh(input(g, {k, c.n}, rng.uniform(sz(k * c.n)))));
+    }
+    const Expr y = c.bias == ProductBias::None ? args[0] * args[1] : affine_transform(args);
+    terms.push_back(input(g, Dim{1, c.m}, rng.uniform(sz(c.m))) * tanh(y) *
+                    input(g, {c.n}, rng.uniform(sz(c.n))));
+  }
+  const Expr loss = sum(terms);
+  // The products form one batch of B members under both strategies.
+  for (const BatchStrategy s : {BatchStrategy::Depth, BatchStrategy::Agenda}) {
+    std::size_t largest = 0;
+    for (const Batch& batch : plan_batches(g, loss.id, s).batches) {
+      const Op op = g.node(batch.nodes.front()).op;
+      if ((op == Op::AffineTransform || op == Op::MatMul) && g.node(batch.nodes.front()).dim.rows == c.m)
+        largest = std::max(largest, batch.nodes.size());
+    }
+    EXPECT_EQ(largest, sz(c.B)) << to_string(s);
+  }
+  expect_equivalent(g, loss, m);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SmallKernels, GpuProducts,
+    ::testing::Values(ProductCase{1, 1, 5, 7, 1, ProductBias::Shared},
+                      ProductCase{1, 2, 1280, 256, 1, ProductBias::Shared},  // the Tree-LSTM cell
+                      ProductCase{2, 1, 3, 1, 1, ProductBias::PerMember},
+                      ProductCase{3, 2, 70, 33, 1, ProductBias::Shared},
+                      ProductCase{5, 3, 129, 40, 1, ProductBias::PerMember},
+                      ProductCase{7, 1, 64, 32, 1, ProductBias::None},
+                      ProductCase{11, 2, 65, 31, 1, ProductBias::Shared},
+                      ProductCase{16, 2, 300, 65, 1, ProductBias::Shared},
+                      ProductCase{5, 2, 33, 9, 3, ProductBias::PerMember},
+                      ProductCase{4, 1, 90, 50, 2, ProductBias::None},
+                      ProductCase{1, 0, 70, 1, 4, ProductBias::Shared}),
+    product_case_name);
+
+INSTANTIATE_TEST_SUITE_P(
+    Cublas, GpuProducts,
+    ::testing::Values(ProductCase{17, 2, 40, 20, 1, ProductBias::Shared},
+                      ProductCase{40, 2, 64, 31, 1, ProductBias::PerMember},
+                      ProductCase{6, 1, 300, 7, 3, ProductBias::Shared},
+                      ProductCase{9, 1, 90, 50, 2, ProductBias::None},
+                      ProductCase{20, 0, 70, 1, 1, ProductBias::PerMember}),
+    product_case_name);
+
+// Destinations that share memory within one launch: a product's x repeated across members, its
+// bias equal to its x, an x that is the weight itself, one weight twice in a product; and
+// pick_ranges of overlapping ranges (their values are views, their gradients must not be:
+// products, pointwise and concatenate over them). Each takes the store-to-scratch route, the
+// cuBLAS path or a scatter, never a racing accumulation, and every node's gradient is its own.
+TEST(GpuExecutors, AliasedDestinationsMatchCpuReference) {
+  PRNN_REQUIRE_GPU();
+  Rng rng;
+  Model m(rng.gen()());
+  const Parameter w = m.add_parameters({4, 4}), v = m.add_parameters({4, 6}),
+                  b = m.add_parameters({4});
+  Graph g;
+  const Expr ew = parameter(g, w), ev = parameter(g, v), eb = parameter(g, b);
+  const Expr x = tanh(input(g, {4}, rng.uniform(4)));
+  const Expr z = tanh(input(g, {6}, rng.uniform(6)));
+  std::vector<Expr> outs;
+  outs.push_back(affine_transform({eb, ew, x}));        // x twice in one batch
+  outs.push_back(affine_transform({eb, ew, x}));
+  outs.push_back(affine_transform({x, ew, x}));         // bias == x
+  outs.push_back(ew * ew * x);                          // x == W (a [4, 4] product)
+  outs.push_back(affine_transform({eb, ew, x, ew, x}));  // W twice
+  const Expr p1 = pick_range(z, 0, 4), p2 = pick_range(z, 2, 6);  // overlapping views
+  outs.push_back(affine_transform({eb, ew, p1}));
+  outs.push_back(affine_transform({eb, ew, p2}));
+  outs.push_back(tanh(p1) + tanh(p2));
+  outs.push_back(pick_range(concatenate({p1, p2, ev * z}), 2, 6));
+  outs.push_back(cmult(pick_range(z, 1, 5), p1));
+  std::vector<Expr> terms;
+  for (const Expr& o : outs) terms.push_back(input(g, Dim{1, 4}, rng.uniform(4)) * tanh(o));
+  expect_equivalent(g, sum(terms), m);
+}
+
+// The launches of a small graph, counted by hand: forward = inputs copy + tables copy + one small
+// product + one pick_neg_log_softmax; backward = gradients memset + seed copy + tables copy + the
+// two kernels + one scatter per Parameter node. The same on every GPU executor (no batch holds
+// two nodes here).
+TEST(GpuExecutors, LaunchCountsOfASmallGraph) {
+  PRNN_REQUIRE_GPU();
+  Rng rng;
+  Model m(rng.gen()());
+  const Parameter w = m.add_parameters({3, 4}), b = m.add_parameters({3});
+  Graph g;
+  const Expr y = affine_transform({parameter(g, b), parameter(g, w), input(g, {4}, rng.uniform(4))});
+  const Expr loss = pick_neg_log_softmax(y, 1);
+  for (const auto& [name, make] : gpu_executors()) {
+    SCOPED_TRACE(name);
+    const std::unique_ptr<Executor> ex = make();
+    for (int round = 0; round < 2; ++round) {
+      ex->forward(g, loss);
+      ex->backward(g, loss);
+      const DeviceTimes t = name == "gpu" ? dynamic_cast<GpuExecutor&>(*ex).device_times()
+                                          : dynamic_cast<GpuAutobatchExecutor&>(*ex).device_times();
+      EXPECT_EQ(t.forward_launches, 4u) << "round " << round;
+      EXPECT_EQ(t.backward_launches, 7u) << "round " << round;
+    }
+  }
 }
 
 // Same graph, same executor: bit-identical values and gradients (no float atomics anywhere).

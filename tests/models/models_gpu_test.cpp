@@ -154,7 +154,8 @@ TEST(ModelsOnGpuPerNode, TreeLstmTrains) {
   EXPECT_NEAR(l.front(), b.epochs.front().train_loss, 1e-3 * b.epochs.front().train_loss);
 }
 
-// `prnn bench graph` rows of the GPU executors carry the device time per mini-batch.
+// `prnn bench graph` rows of the GPU executors carry the device time and the launches per
+// mini-batch.
 TEST(GraphBenchOnGpu, GpuRowsReportDeviceTime) {
   ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
   GraphBenchOptions o;
@@ -165,12 +166,21 @@ TEST(GraphBenchOnGpu, GpuRowsReportDeviceTime) {
   o.repeats = 1;
   o.sst_file = test_data::path("sst_dev_200.txt");
   o.impls = {"prnn-gpu", "prnn-autobatch-gpu-depth", "prnn-autobatch-gpu-agenda"};
-  std::map<std::string, double> gpu_us;
+  std::map<std::string, double> gpu_us, launches;
   run_graph_bench(o, [&](const BenchRow& r) {
     if (r.metric == "gpu_us_per_batch") gpu_us[r.impl] = r.value;
+    if (r.metric == "launches_per_graph") {
+      EXPECT_EQ(r.unit, "launches");
+      launches[r.impl] = r.value;
+    }
   });
   ASSERT_EQ(gpu_us.size(), 3u);
   for (const auto& [impl, us] : gpu_us) EXPECT_GT(us, 0.0) << impl;
+  ASSERT_EQ(launches.size(), 3u);
+  for (const auto& [impl, n] : launches) EXPECT_GT(n, 0.0) << impl;
+  // Batching merges launches: the per-node executor issues the most.
+  EXPECT_GT(launches["prnn-gpu"], launches["prnn-autobatch-gpu-depth"]);
+  EXPECT_GT(launches["prnn-gpu"], launches["prnn-autobatch-gpu-agenda"]);
 }
 
 }  // namespace
