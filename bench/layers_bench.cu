@@ -1,7 +1,8 @@
 // `prnn bench layers`: the linear-recurrence layers on the GPU.
 //   figure1: training step (forward + backward, µs) of GILR-LSTM, SRU, QRNN(2), QRNN(10) with the
 //            parallel (PLR) and serial (SLR) scan inside, T·B = 65536, I = H (the paper's
-//            Figure 1: PLR-over-SLR speedup);
+//            Figure 1: PLR-over-SLR speedup), tensors of options.dtype (16-bit: the layer's
+//            conversions to and from fp32 are part of the step);
 //   table2:  training throughput (T·B elements per second of forward + backward) of GILR-LSTM-H
 //            against cuDNN LSTM-H, input 32, batch 1..256 × T 256..131072 (the paper's Table 2);
 //            cuDNN: all three algorithms, and the best of them.
@@ -22,28 +23,36 @@
 namespace prnn {
 namespace {
 
-DeviceBuffer random_buffer(std::int64_t n, float lo, float hi, std::uint64_t seed) {
-  DeviceBuffer b(static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * sizeof(float));
-  bench::fill_uniform_kernel<float><<<1024, 256>>>(b.data_as<float>(), n, lo, hi, seed);
+// n random elements of `dtype` (f32, f16 or bf16) in [lo, hi).
+DeviceBuffer random_buffer(std::int64_t n, DType dtype, float lo, float hi, std::uint64_t seed) {
+  DeviceBuffer b(static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * size_of(dtype));
+  if (dtype == DType::F16)
+    bench::fill_uniform_kernel<__half><<<1024, 256>>>(b.data_as<__half>(), n, lo, hi, seed);
+  else if (dtype == DType::BF16)
+    bench::fill_uniform_kernel<__nv_bfloat16>
+        <<<1024, 256>>>(b.data_as<__nv_bfloat16>(), n, lo, hi, seed);
+  else
+    bench::fill_uniform_kernel<float><<<1024, 256>>>(b.data_as<float>(), n, lo, hi, seed);
   PRNN_CHECK_LAUNCH();
   return b;
 }
 
 // One training step of a layer: forward, then backward with a random dy. Returns µs (median).
 double layer_train_us(const LinearLayerDesc& desc, std::int64_t T, std::int64_t B, ScanAlgo algo,
-                      int repeats) {
+                      int repeats, DType dtype = DType::F32) {
   const Device dev = Device::cuda(0);
-  LinearLayer layer(desc, T, B, DType::F32, dev, algo);
+  LinearLayer layer(desc, T, B, dtype, dev, algo);
   const std::int64_t I = desc.input_size, H = desc.hidden_size, np = desc.param_count();
   const float w = 1.0f / std::sqrt(static_cast<float>(std::max(I, H)));
-  DeviceBuffer x = random_buffer(T * B * I, -1.0f, 1.0f, 1), params = random_buffer(np, -w, w, 2);
-  DeviceBuffer y(static_cast<std::size_t>(T * B * H) * 4), dx(static_cast<std::size_t>(T * B * I) * 4);
-  DeviceBuffer dparams(static_cast<std::size_t>(np) * 4);
-  DeviceBuffer dy = random_buffer(T * B * H, -1.0f, 1.0f, 3);
-  const TensorView tx(x.data(), DType::F32, {T, B, I}, dev), tp(params.data(), DType::F32, {np}, dev);
-  const TensorView ty(y.data(), DType::F32, {T, B, H}, dev), tdy(dy.data(), DType::F32, {T, B, H}, dev);
-  const TensorView tdx(dx.data(), DType::F32, {T, B, I}, dev);
-  const TensorView tdp(dparams.data(), DType::F32, {np}, dev);
+  const auto bytes = [&](std::int64_t n) { return static_cast<std::size_t>(n) * size_of(dtype); };
+  DeviceBuffer x = random_buffer(T * B * I, dtype, -1.0f, 1.0f, 1);
+  DeviceBuffer params = random_buffer(np, dtype, -w, w, 2);
+  DeviceBuffer y(bytes(T * B * H)), dx(bytes(T * B * I)), dparams(bytes(np));
+  DeviceBuffer dy = random_buffer(T * B * H, dtype, -1.0f, 1.0f, 3);
+  const TensorView tx(x.data(), dtype, {T, B, I}, dev), tp(params.data(), dtype, {np}, dev);
+  const TensorView ty(y.data(), dtype, {T, B, H}, dev), tdy(dy.data(), dtype, {T, B, H}, dev);
+  const TensorView tdx(dx.data(), dtype, {T, B, I}, dev);
+  const TensorView tdp(dparams.data(), dtype, {np}, dev);
   return bench::median_us(
       [&] {
         layer.forward(tx, tp, {}, ty, {});
@@ -72,11 +81,12 @@ void run_layers_bench(const LayersBenchOptions& o, const BenchSink& sink) {
     for (const LinearLayerDesc& d : layers) {
       for (std::int64_t T : {16, 256, 4096, 65536}) {
         const std::int64_t B = 65536 / T;
-        const std::string c = "layer=" + layer_name(d) + ";dtype=f32;I=" + std::to_string(H) +
-                              ";H=" + std::to_string(H) + ";T=" + std::to_string(T) +
-                              ";B=" + std::to_string(B);
-        const double plr = layer_train_us(d, T, B, ScanAlgo::Parallel, o.repeats);
-        const double slr = layer_train_us(d, T, B, ScanAlgo::Serial, std::min(o.repeats, 3));
+        const std::string c = "layer=" + layer_name(d) + ";dtype=" + to_string(o.dtype) +
+                              ";I=" + std::to_string(H) + ";H=" + std::to_string(H) +
+                              ";T=" + std::to_string(T) + ";B=" + std::to_string(B);
+        const double plr = layer_train_us(d, T, B, ScanAlgo::Parallel, o.repeats, o.dtype);
+        const double slr =
+            layer_train_us(d, T, B, ScanAlgo::Serial, std::min(o.repeats, 3), o.dtype);
         row(c, "prnn-plr", "train_us", plr, "us");
         row(c, "prnn-slr", "train_us", slr, "us");
         row(c, "prnn-plr", "speedup_over_slr", slr / plr, "x");

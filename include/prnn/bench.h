@@ -114,6 +114,8 @@ struct LayersBenchOptions {
   std::int64_t hidden = 256;
   std::int64_t max_rows = std::int64_t{1} << 22;  // largest T·B run (memory)
   int repeats = 5;
+  // The layers' tensors in Figure 1 (f32, f16 or bf16; fp32 math); Table 2 runs f32 like cuDNN.
+  DType dtype = DType::F32;
 };
 
 // Requires a GPU; throws Unsupported without one.

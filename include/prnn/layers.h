@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "prnn/scan.h"
@@ -55,24 +56,42 @@ struct LinearLayerDesc {
 };
 
 // One layer for a fixed problem shape, forward and backward, on the CPU reference (host tensors,
-// f32 or f64) or the GPU (device tensors, f32): GEMMs over all timesteps for the projections, and
-// one scan kernel per recurrence with the gate math fused into it (src/layers/).
+// f32 or f64) or the GPU (device tensors, f32, f16 or bf16): GEMMs over all timesteps for the
+// projections, and one scan kernel per recurrence with the gate math fused into it (src/layers/).
 //   x, dx [T, B, I]; y, dy [T, B, H]; params, dparams [desc.param_count()];
 //   state0, state_n, dstate_n, dstate0 [S, B, H] with S = 2 for GILR-LSTM (h̃ then c), else 1.
-// Optional (an empty TensorView): state0 (zeros), state_n (not written), dstate_n (zeros),
-// dstate0 (not written). Gradient outputs are overwritten, not accumulated.
+// Every tensor of a call has the layer's dtype. Optional (an empty TensorView): state0 (zeros),
+// state_n (not written), dstate_n (zeros), dstate0 (not written). Gradient outputs are
+// overwritten, not accumulated.
+// 16-bit layers (GPU): f16 / bf16 tensors with fp32 math: the layer converts its 16-bit inputs
+// into fp32 device buffers it owns, runs the fp32 path, and rounds the outputs (to nearest even)
+// into the caller's tensors. The CPU reference takes f32 or f64 only (Unsupported otherwise).
+// Variable-length sequences (the optional `lengths` of forward and backward): host int32 [B],
+// lengths[b] in [0, T] the valid steps of sequence b, PyTorch's packed-sequence semantics: steps
+// t >= lengths[b] are padding, y_t = 0 there and state_n[b] is the state after step
+// lengths[b] - 1 (state0[b] when lengths[b] = 0); in the backward dy_t at padded steps is
+// ignored, dx_t there is 0, padded steps add nothing to dparams, and dstate_n[b] enters at step
+// lengths[b] - 1 (dstate0[b] = dstate_n[b] when lengths[b] = 0). QRNN's window at a valid step
+// reads valid steps only. Empty: every sequence has T steps. x at padded steps is never used,
+// but on the GPU it meets zero gradients in the weight-gradient GEMM, so it must be finite
+// (padding with zeros, as pad_packed_sequence does, is fine). A bad entry throws
+// InvalidArgument naming it. The GPU uploads them into a buffer the constructor allocated (the
+// host array may be reused when forward returns); backward must be given the lengths of the
+// forward it follows (InvalidArgument names the first entry that differs).
 // The constructor allocates everything a call needs (the GPU reserve of the forward, the scan
-// workspace, a cuBLAS handle and its workspace); no call allocates. fp32 math without TF32;
-// results are deterministic (no atomics on data, fixed reduction orders).
+// workspace, a cuBLAS handle and its workspace, the 16-bit tensors' fp32 copies, the lengths);
+// no call allocates device memory. fp32 math without TF32; results are deterministic (no atomics
+// on data, fixed reduction orders).
 // backward() is the backward of the most recent forward(): it reads the layer's reserve, which
-// holds that forward's pre-activations and states, so it must be given the same x, params and
-// state0. Calls on one layer must not overlap (they share the reserve); use one stream per layer
-// or synchronize.
+// holds that forward's pre-activations and states, so it must be given the same x, params,
+// state0 and lengths. Calls on one layer must not overlap (they share the reserve); use one
+// stream per layer or synchronize.
 class LinearLayer {
  public:
   // ScanAlgo: Auto (Parallel on the GPU, Reference on the host), Serial or Parallel (GPU), or
-  // Reference (host). Throws InvalidArgument for a bad desc or size, Unsupported for a dtype,
-  // algorithm or size this device cannot run.
+  // Reference (host). dtype: f32 or f64 on the host, f32, f16 or bf16 on the GPU. Throws
+  // InvalidArgument for a bad desc or size, Unsupported for a dtype, algorithm or size this
+  // device cannot run.
   LinearLayer(const LinearLayerDesc& desc, std::int64_t steps, std::int64_t batch, DType dtype,
               Device device, ScanAlgo algo = ScanAlgo::Auto);
   ~LinearLayer();
@@ -80,11 +99,12 @@ class LinearLayer {
   LinearLayer& operator=(LinearLayer&&) noexcept;
 
   void forward(const TensorView& x, const TensorView& params, const TensorView& state0,
-               const TensorView& y, const TensorView& state_n, cudaStream_t stream = nullptr);
+               const TensorView& y, const TensorView& state_n, cudaStream_t stream = nullptr,
+               std::span<const std::int32_t> lengths = {});
   void backward(const TensorView& x, const TensorView& params, const TensorView& state0,
                 const TensorView& dy, const TensorView& dstate_n, const TensorView& dx,
-                const TensorView& dparams, const TensorView& dstate0,
-                cudaStream_t stream = nullptr);
+                const TensorView& dparams, const TensorView& dstate0, cudaStream_t stream = nullptr,
+                std::span<const std::int32_t> lengths = {});
 
   const LinearLayerDesc& desc() const;
   ScanAlgo algo() const;  // the scan that runs inside: Serial or Parallel; Reference on the host

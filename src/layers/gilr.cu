@@ -6,6 +6,7 @@
 //           load: coef g_{t+1} (P_g[t+1]), input dy_t;  store: with g_t, u_t and h_{t-1} = S[t]
 //           dP_g = G ⊙ (h_{t-1} - u) ⊙ g(1-g),  dP_u = G ⊙ (1-g) ⊙ (1-u²)
 //           final: dstate0 = g_0 ⊙ G_0 (+ dnext[0]).
+// Padding (t >= len): forward y_t = 0, S[t+1] = 0; backward dP_g = dP_u = 0.
 // Memory (fp32, per element of [T, B, H]): forward reads 2 (P), writes 1-2 (S, y); backward
 // reads 4 (P_g twice, P_u, S) + 1 (dy or dnext), writes 2 (dP).
 #include "layers/layer_ops.cuh"
@@ -64,6 +65,12 @@ struct GilrOp : LayerOp<T, M> {
       store_vec<float, V>(a.dP + at, dg);
       store_vec<float, V>(a.dP + at + H, du);
     }
+  }
+
+  template <int V>
+  __device__ static void store_padding(const ScanParams& p, const LayerArgs& a, const Lane& ln,
+                                       std::int64_t t) {
+    pad_step<T, M, V>(p, a, ln, t, 0, 2);  // dP (g; u)
   }
 
   template <int V>

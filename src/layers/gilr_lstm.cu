@@ -10,6 +10,7 @@
 //           store: with i, f, z at t and c_{t-1} = S[t]:
 //                 dP_i = G ⊙ z ⊙ i(1-i), dP_f = G ⊙ c_{t-1} ⊙ f(1-f), dP_z = G ⊙ i ⊙ (1-z²), dP_o;
 //           final: dstate0 (c half) = f_0 ⊙ G_0.
+// Padding (t >= len): forward y_t = 0, S[t+1] = 0; backward dP_i = dP_f = dP_z = dP_o = 0.
 #include "layers/layer_ops.cuh"
 #include "layers/layer_scan.cuh"
 
@@ -69,6 +70,12 @@ struct GilrLstmCellOp : LayerOp<T, M> {
       store_vec<float, V>(a.dP + at + kColZ * H, dz);
       store_vec<float, V>(a.dP + at + kColO * H, step.dpo);
     }
+  }
+
+  template <int V>
+  __device__ static void store_padding(const ScanParams& p, const LayerArgs& a, const Lane& ln,
+                                       std::int64_t t) {
+    pad_step<T, M, V>(p, a, ln, t, kColI, 4);  // dP (i; f; z; o)
   }
 
   template <int V>

@@ -28,7 +28,9 @@ namespace prnn::layers {
 enum class Recurrence : std::uint8_t { Gilr, GilrLstmCell, Sru, Qrnn };
 
 // The tensors of one scan launch (POD). User tensors (x, y, params, states and their gradients)
-// are f32 like the layer; the reserve (P, dP, S, dnext) is always fp32.
+// are fp32: the caller's f32 tensors, or the layer's fp32 copies of 16-bit ones; the reserve
+// (P, dP, S, dnext) is always fp32. Steps t >= lengths[b] (ScanParams::lengths) are padding:
+// layer_ops.cuh says what the ops write there.
 struct LayerArgs {
   std::int32_t hidden = 0;  // H
   std::int64_t rows = 0;    // R: row length of P and dP
@@ -56,7 +58,7 @@ struct LayerLaunch {
   scan::Mode mode = scan::Mode::Forward;
   bool parallel = true;          // the tile scan; false: one thread per lane, all steps in order
   scan::ParallelTiling tiling;   // parallel only; from layer_tiling()
-  scan::ScanParams p;            // geometry; parallel: tiling fields, workspace, epoch
+  scan::ScanParams p;            // geometry and lengths; parallel: tiling fields, workspace
 };
 
 // The tiling the parallel layer kernels use for `channels` lanes per batch entry (vectorized:

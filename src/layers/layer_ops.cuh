@@ -7,12 +7,17 @@
 //
 // Forward op:  coef_t, in_t from P_t (+ b): the gates;  store writes S[t+1] (and y_t);
 //              init = S[0] (= state0, put there by the host), store_final writes state_n.
-// Backward op: the scan runs t = T-1 .. 0 over G_t = dL/dstate_t:
+// Backward op: the scan runs t = len-1 .. 0 over G_t = dL/dstate_t:
 //                G_t = a_{t+1} ⊙ G_{t+1} + (dL/dstate_t from outside the recurrence)
-//              so load(t) gives coef = a_{t+1} (1 at t = T-1, where G starts from dstate_n =
+//              so load(t) gives coef = a_{t+1} (1 at t = len-1, where G starts from dstate_n =
 //              init) and in = the outside gradient (dy through the output's derivative);
 //              store(t) has G_t and writes dP_t (every gate's pre-activation gradient);
-//              store_final writes dstate0 = a_0 ⊙ G_0.
+//              store_final writes dstate0 = a_0 ⊙ G_0 (= G_0 = dstate_n when len = 0).
+// Sequence lengths (ScanParams::lengths, nullable): lane (b, h) has len = lengths[b] valid steps;
+// store_padding(t) runs for every t in [len, T) (pad_step): the forward writes y_t = 0 and
+// S[t+1] = 0, the backward dP_t = 0 over the op's columns (and SRU's highway dx_t = 0), so no
+// padded step reaches the GEMMs that make dW, db, dx and GILR-LSTM's U products, and the reserve
+// they read holds finite values only.
 #pragma once
 
 #include <cstdint>
@@ -172,7 +177,12 @@ __device__ __forceinline__ void store_dstate0(const ScanParams& p, const LayerAr
                                               const float* extra) {
   if (a.dstate0 == nullptr) return;
   float a0[V], out[V];
-  gate<Act::Sigmoid, T, V>(a, ln, p_at(p, a, ln, 0), col, bias_col, a0);
+  if (ln.len > 0) {
+    gate<Act::Sigmoid, T, V>(a, ln, p_at(p, a, ln, 0), col, bias_col, a0);
+  } else {  // an empty sequence: state_n = state0, so dstate0 = dstate_n
+#pragma unroll
+    for (int i = 0; i < V; ++i) a0[i] = 1.0f;
+  }
   float more[V] = {};
   if (extra != nullptr) load_vec<float, V>(extra + ln.state_index, more);
 #pragma unroll
@@ -190,16 +200,29 @@ __device__ __forceinline__ void store_layer_final(const ScanParams& p, const Lay
   else store_dstate0<T, V>(p, a, ln, col, bias_col, state, extra);
 }
 
-// What every layer op has alike: Args, kMode, no sequence lengths (every lane has T valid
-// steps: store_padding writes nothing) and the carry's init (layer_init).
+// A padded step t (>= the lane's length; every op's store_padding). Forward: y_t = 0 (when the
+// op writes y) and S[t+1] = 0. Backward: dP_t = 0 over columns [first, first + count)·H, the
+// columns the op's store writes.
+template <class T, Mode M, int V>
+__device__ __forceinline__ void pad_step(const ScanParams& p, const LayerArgs& a, const Lane& ln,
+                                         std::int64_t t, int first, int count) {
+  const float zero[V] = {};
+  if constexpr (M == Mode::Forward) {
+    const std::int64_t at = ln.base + t * p.stride_t;
+    store_vec<float, V>(a.S + at + p.stride_t, zero);
+    if (a.y != nullptr) store_vec<T, V>(static_cast<T*>(a.y) + at, zero);
+  } else {
+    const std::int64_t at = p_at(p, a, ln, t);
+    for (int q = first; q < first + count; ++q) store_vec<float, V>(a.dP + at + q * a.hidden, zero);
+  }
+}
+
+// What every layer op has alike: Args, kMode and the carry's init (layer_init). Each op adds
+// load, store, store_padding (pad_step over its own dP columns) and store_final.
 template <class T, Mode M>
 struct LayerOp {
   using Args = LayerArgs;
   static constexpr Mode kMode = M;
-
-  template <int V>
-  __device__ static void store_padding(const ScanParams&, const LayerArgs&, const Lane&,
-                                       std::int64_t) {}
 
   __device__ static float init(const ScanParams& p, const LayerArgs& a, std::int32_t b,
                                std::int32_t c) {

@@ -2,11 +2,13 @@
 // parallel, vector width, threads per row) to a kernel.
 //   parallel_layer_kernel  the tile scan (scan/tile_scan.cuh): tiles of W channels × L steps,
 //                          deterministic lookback; 256 threads, grid = ScanParams::num_tiles.
-//   serial_layer_kernel    SLR, the paper's baseline: one thread per lane (b, h) walks all T
-//                          steps in order, calling the same Op::load / Op::store per step;
-//                          256 threads, consecutive threads = consecutive h (coalesced).
-// An Op is the interface tile_scan.cuh documents; every layer op here uses Args = LayerArgs and
-// runs without sequence lengths (every lane has T valid steps).
+//   serial_layer_kernel    SLR, the paper's baseline: one thread per lane (b, h) walks its len
+//                          valid steps in order, calling the same Op::load / Op::store per
+//                          step, then Op::store_padding for t in [len, T); 256 threads,
+//                          consecutive threads = consecutive h (coalesced).
+// An Op is the interface tile_scan.cuh documents; every layer op here uses Args = LayerArgs.
+// Sequence lengths: ScanParams::lengths (nullable: every lane has T valid steps), [B] on the
+// device, each in [0, T] (checked on the host before the launch).
 #pragma once
 
 #include <string>
@@ -38,14 +40,14 @@ __global__ void __launch_bounds__(kSerialThreads) serial_layer_kernel(scan::Scan
   scan::Lane ln;
   ln.b = static_cast<std::int32_t>(lane / p.channels);
   ln.c = static_cast<std::int32_t>(lane % p.channels);
-  ln.len = p.steps;
+  ln.len = p.lengths != nullptr ? p.lengths[ln.b] : p.steps;
   ln.base = ln.b * p.stride_b + ln.c;
   ln.state_index = lane;
   ln.ok = true;
   const std::int64_t dir = scan::scan_dir<Op::kMode>(p);
   float state[1] = {Op::init(p, args, ln.b, ln.c)};
-  for (std::int64_t q = 0; q < p.steps; ++q) {
-    const std::int64_t t = dir > 0 ? q : p.steps - 1 - q;
+  for (std::int64_t q = 0; q < ln.len; ++q) {
+    const std::int64_t t = dir > 0 ? q : ln.len - 1 - q;
     const scan::Pos at{q, t, ln.base + t * p.stride_t};
     float coef[1], in[1];
     typename Op::template Step<1> step;
@@ -53,6 +55,7 @@ __global__ void __launch_bounds__(kSerialThreads) serial_layer_kernel(scan::Scan
     state[0] = fmaf(coef[0], state[0], in[0]);
     Op::template store<1>(p, args, ln, at, state, step);
   }
+  for (std::int64_t t = ln.len; t < p.steps; ++t) Op::template store_padding<1>(p, args, ln, t);
   Op::template store_final<1>(p, args, ln, state);
 }
 

@@ -9,6 +9,7 @@
 //           store: with z, f at t and c_{t-1} = S[t]:
 //                 dP_z = G ⊙ (1-f) ⊙ (1-z²), dP_f = G ⊙ (c_{t-1} - z) ⊙ f(1-f), dP_o;
 //           final: dstate0 = f_0 ⊙ G_0.
+// Padding (t >= len): forward y_t = 0, S[t+1] = 0; backward dP_z = dP_f = dP_o = 0.
 #include "layers/layer_ops.cuh"
 #include "layers/layer_scan.cuh"
 
@@ -63,6 +64,12 @@ struct QrnnOp : LayerOp<T, M> {
       store_vec<float, V>(a.dP + at + kColF * H, df);
       store_vec<float, V>(a.dP + at + kColO * H, step.dpo);
     }
+  }
+
+  template <int V>
+  __device__ static void store_padding(const ScanParams& p, const LayerArgs& a, const Lane& ln,
+                                       std::int64_t t) {
+    pad_step<T, M, V>(p, a, ln, t, kColZ, 3);  // dP (z; f; o)
   }
 
   template <int V>

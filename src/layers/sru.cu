@@ -10,6 +10,8 @@
 //                 dP_x̃ = G ⊙ (1-f), dP_f = G ⊙ (c_{t-1} - x̃) ⊙ f(1-f), dP_r, and ds into
 //                 dP_s (I != H) or dx (I == H: the dx GEMM then accumulates onto it);
 //           final: dstate0 = f_0 ⊙ G_0.
+// Padding (t >= len): forward y_t = 0, S[t+1] = 0; backward dP_x̃ = dP_f = dP_r = 0 and
+//           dP_s = 0 (I != H) or dx_t = 0 (I == H).
 #include "layers/layer_ops.cuh"
 #include "layers/layer_scan.cuh"
 
@@ -91,6 +93,18 @@ struct SruOp : LayerOp<T, M> {
       store_vec<float, V>(a.dP + at + kColR * H, step.dpr);
       if (a.dx != nullptr) store_vec<T, V>(static_cast<T*>(a.dx) + s.at, step.ds);
       else store_vec<float, V>(a.dP + at + kColS * H, step.ds);
+    }
+  }
+
+  // Backward: dP (x̃; f; r), and the highway's gradient: dP_s (I != H) or dx (I == H).
+  template <int V>
+  __device__ static void store_padding(const ScanParams& p, const LayerArgs& a, const Lane& ln,
+                                       std::int64_t t) {
+    const bool highway_in_dp = M == Mode::Backward && a.dx == nullptr;
+    pad_step<T, M, V>(p, a, ln, t, kColX, highway_in_dp ? 4 : 3);
+    if constexpr (M == Mode::Backward) {
+      const float zero[V] = {};
+      if (a.dx != nullptr) store_vec<T, V>(static_cast<T*>(a.dx) + ln.base + t * p.stride_t, zero);
     }
   }
 

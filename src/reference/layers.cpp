@@ -7,6 +7,10 @@
 //   4. output      elementwise
 // Backward runs the same stages in reverse: output -> linear_scan_backward -> gate derivatives
 // (dP) -> projection backward (dW = Σ_t dP ⊗ col_t, dcol = Wᵀ dP, db = Σ_t dP).
+// Per-sequence lengths: a batch with every length T runs as above; otherwise every sequence runs
+// alone through the same code over its own lengths[b] steps (gathered out of the batch, results
+// scattered back, zeros at the padded steps, dparams summed over the sequences): the literal
+// definition of packed sequences, with nothing of the padding left to get wrong.
 #include "reference/layers.h"
 
 #include <algorithm>
@@ -77,6 +81,37 @@ Dims make_dims(const char* fn, const LinearLayerDesc& desc, std::int64_t steps,
 
 void check_pointer(const char* fn, const char* name, const void* p) {
   PRNN_EXPECT(p != nullptr, "{}: {}: expected a non-null pointer, got null", fn, name);
+}
+
+// lengths (nullable): every entry in [0, T]. True when some sequence is shorter than T.
+bool check_lengths(const char* fn, const Dims& d, const std::int32_t* lengths) {
+  if (lengths == nullptr) return false;
+  bool shorter = false;
+  for (size_t b = 0; b < d.batch; ++b) {
+    PRNN_EXPECT(lengths[b] >= 0 && static_cast<size_t>(lengths[b]) <= d.steps,
+                "{}: lengths[{}]: expected a value in [0, {}] (steps), got {}", fn, b, d.steps,
+                lengths[b]);
+    shorter = shorter || static_cast<size_t>(lengths[b]) < d.steps;
+  }
+  return shorter;
+}
+
+// Sequence b's first `len` steps of a [steps, B, width] array as [len, 1, width], and back
+// (states [S, B, H] likewise, with len = S).
+template <class T>
+std::vector<T> gather_sequence(const T* v, size_t len, size_t batch, size_t b, size_t width) {
+  std::vector<T> out(len * width);
+  for (size_t t = 0; t < len; ++t)
+    std::copy_n(v + (t * batch + b) * width, width,
+                out.begin() + static_cast<std::ptrdiff_t>(t * width));
+  return out;
+}
+template <class T>
+void scatter_sequence(const std::vector<T>& seq, T* v, size_t len, size_t batch, size_t b,
+                      size_t width) {
+  for (size_t t = 0; t < len; ++t)
+    std::copy_n(seq.begin() + static_cast<std::ptrdiff_t>(t * width), width,
+                v + (t * batch + b) * width);
 }
 
 // Column block j of the projection multiplies x_{t-k+1+j}; false when that lies before t = 0.
@@ -444,16 +479,75 @@ void qrnn_backward(const Dims& d, const T* x, const T* params, const T* c0, cons
   if (dstate0) std::copy(dc0.begin(), dc0.end(), dstate0);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Per-sequence lengths: sequence b alone over its lengths[b] steps (batch 1); y and the gradient
+// outputs start at zero, so the padded steps stay zero.
+
+template <class T>
+void forward_by_sequence(const LinearLayerDesc& desc, const Dims& d, const std::int32_t* lengths,
+                         const T* x, const T* params, const T* state0, T* y, T* state_n) {
+  const size_t H = d.hidden, S = static_cast<size_t>(desc.state_size()) / H;
+  std::fill(y, y + d.th(), T(0));
+  for (size_t b = 0; b < d.batch; ++b) {
+    const auto len = static_cast<size_t>(lengths[b]);
+    std::vector<T> s0 = state0 ? gather_sequence(state0, S, d.batch, b, H) : std::vector<T>(S * H);
+    if (len == 0) {  // no step: the state passes through
+      if (state_n) scatter_sequence(s0, state_n, S, d.batch, b, H);
+      continue;
+    }
+    const std::vector<T> xb = gather_sequence(x, len, d.batch, b, d.input);
+    std::vector<T> yb(len * H), sn(S * H);
+    linear_layer_forward<T>(desc, static_cast<std::int64_t>(len), 1, xb.data(), params, s0.data(),
+                            yb.data(), sn.data());
+    scatter_sequence(yb, y, len, d.batch, b, H);
+    if (state_n) scatter_sequence(sn, state_n, S, d.batch, b, H);
+  }
+}
+
+// dx and dparams arrive zeroed.
+template <class T>
+void backward_by_sequence(const LinearLayerDesc& desc, const Dims& d, const std::int32_t* lengths,
+                          const T* x, const T* params, const T* state0, const T* dy,
+                          const T* dstate_n, T* dx, T* dparams, T* dstate0) {
+  const size_t H = d.hidden, S = static_cast<size_t>(desc.state_size()) / H;
+  const size_t P = d.b_offset + d.bias_count;
+  for (size_t b = 0; b < d.batch; ++b) {
+    const auto len = static_cast<size_t>(lengths[b]);
+    std::vector<T> dsn =
+        dstate_n ? gather_sequence(dstate_n, S, d.batch, b, H) : std::vector<T>(S * H);
+    if (len == 0) {  // no step: the gradient passes through
+      if (dstate0) scatter_sequence(dsn, dstate0, S, d.batch, b, H);
+      continue;
+    }
+    const std::vector<T> s0 =
+        state0 ? gather_sequence(state0, S, d.batch, b, H) : std::vector<T>(S * H);
+    const std::vector<T> xb = gather_sequence(x, len, d.batch, b, d.input);
+    const std::vector<T> dyb = gather_sequence(dy, len, d.batch, b, H);
+    std::vector<T> dxb(len * d.input), dpb(P), ds0(S * H);
+    linear_layer_backward<T>(desc, static_cast<std::int64_t>(len), 1, xb.data(), params, s0.data(),
+                             dyb.data(), dsn.data(), dxb.data(), dpb.data(), ds0.data());
+    if (dx) scatter_sequence(dxb, dx, len, d.batch, b, d.input);
+    if (dparams)
+      for (size_t i = 0; i < P; ++i) dparams[i] += dpb[i];
+    if (dstate0) scatter_sequence(ds0, dstate0, S, d.batch, b, H);
+  }
+}
+
 }  // namespace
 
 template <class T>
 void linear_layer_forward(const LinearLayerDesc& desc, std::int64_t steps, std::int64_t batch,
-                          const T* x, const T* params, const T* state0, T* y, T* state_n) {
+                          const T* x, const T* params, const T* state0, T* y, T* state_n,
+                          const std::int32_t* lengths) {
   constexpr const char* fn = "linear_layer_forward";
   const Dims d = make_dims(fn, desc, steps, batch);
   check_pointer(fn, "x", x);
   check_pointer(fn, "params", params);
   check_pointer(fn, "y", y);
+  if (check_lengths(fn, d, lengths)) {
+    forward_by_sequence(desc, d, lengths, x, params, state0, y, state_n);
+    return;
+  }
   const size_t BH = d.channels(), last = (d.steps - 1) * BH;
 
   switch (desc.kind) {
@@ -491,7 +585,8 @@ void linear_layer_forward(const LinearLayerDesc& desc, std::int64_t steps, std::
 template <class T>
 void linear_layer_backward(const LinearLayerDesc& desc, std::int64_t steps, std::int64_t batch,
                            const T* x, const T* params, const T* state0, const T* dy,
-                           const T* dstate_n, T* dx, T* dparams, T* dstate0) {
+                           const T* dstate_n, T* dx, T* dparams, T* dstate0,
+                           const std::int32_t* lengths) {
   constexpr const char* fn = "linear_layer_backward";
   const Dims d = make_dims(fn, desc, steps, batch);
   check_pointer(fn, "x", x);
@@ -500,6 +595,10 @@ void linear_layer_backward(const LinearLayerDesc& desc, std::int64_t steps, std:
   // Gradient outputs are overwritten: clear them, then every stage accumulates.
   if (dx) std::fill(dx, dx + d.tx(), T(0));
   if (dparams) std::fill(dparams, dparams + d.b_offset + d.bias_count, T(0));
+  if (check_lengths(fn, d, lengths)) {
+    backward_by_sequence(desc, d, lengths, x, params, state0, dy, dstate_n, dx, dparams, dstate0);
+    return;
+  }
 
   switch (desc.kind) {
     case LinearLayerKind::Gilr:
@@ -519,16 +618,18 @@ void linear_layer_backward(const LinearLayerDesc& desc, std::int64_t steps, std:
 }
 
 template void linear_layer_forward<float>(const LinearLayerDesc&, std::int64_t, std::int64_t,
-                                          const float*, const float*, const float*, float*, float*);
+                                          const float*, const float*, const float*, float*, float*,
+                                          const std::int32_t*);
 template void linear_layer_forward<double>(const LinearLayerDesc&, std::int64_t, std::int64_t,
                                            const double*, const double*, const double*, double*,
-                                           double*);
+                                           double*, const std::int32_t*);
 template void linear_layer_backward<float>(const LinearLayerDesc&, std::int64_t, std::int64_t,
                                            const float*, const float*, const float*, const float*,
-                                           const float*, float*, float*, float*);
+                                           const float*, float*, float*, float*,
+                                           const std::int32_t*);
 template void linear_layer_backward<double>(const LinearLayerDesc&, std::int64_t, std::int64_t,
                                             const double*, const double*, const double*,
-                                            const double*, const double*, double*, double*,
-                                            double*);
+                                            const double*, const double*, double*, double*, double*,
+                                            const std::int32_t*);
 
 }  // namespace prnn::reference

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "prnn/dtype.h"
 #include "prnn/layers.h"
 #include "reference/layers.h"
 #include "support/random.h"
@@ -17,6 +19,8 @@ struct LayerCase {
   LinearLayerKind kind = LinearLayerKind::Gilr;
   std::int64_t T = 1, B = 1, I = 1, H = 1, k = 1;
   bool with_state = true;  // state0, state_n, dstate_n, dstate0 given (else all null)
+  DType dtype = DType::F32;                // the layer's tensors; the inputs are rounded to it
+  std::vector<std::int32_t> lengths = {};  // [B] per-sequence lengths, or empty (all T)
 
   LinearLayerDesc desc() const {
     LinearLayerDesc d;
@@ -27,9 +31,20 @@ struct LayerCase {
     return d;
   }
   std::string name() const {
-    return std::string(to_string(kind)) + (kind == LinearLayerKind::Qrnn ? std::to_string(k) : "") +
-           "_T" + std::to_string(T) + "_B" + std::to_string(B) + "_I" + std::to_string(I) + "_H" +
-           std::to_string(H) + (with_state ? "" : "_nostate");
+    std::string s = to_string(kind);
+    if (kind == LinearLayerKind::Qrnn) s.append(std::to_string(k));
+    for (const auto& [tag, v] : {std::pair{"_T", T}, {"_B", B}, {"_I", I}, {"_H", H}})
+      s.append(tag).append(std::to_string(v));
+    if (!with_state) s.append("_nostate");
+    if (dtype != DType::F32) s.append("_").append(to_string(dtype));
+    if (!lengths.empty()) s.append("_len");
+    for (std::int32_t n : lengths) s.append("_").append(std::to_string(n));
+    return s;
+  }
+  const std::int32_t* lengths_or_null() const { return lengths.empty() ? nullptr : lengths.data(); }
+  // Whether step t of sequence b is padding.
+  bool padded(std::int64_t t, std::int64_t b) const {
+    return !lengths.empty() && t >= lengths[static_cast<std::size_t>(b)];
   }
   std::size_t x_size() const { return static_cast<std::size_t>(T * B * I); }
   std::size_t y_size() const { return static_cast<std::size_t>(T * B * H); }
@@ -46,9 +61,19 @@ struct LayerData {
 inline void round_to_f32(std::vector<double>& v) {
   for (double& e : v) e = static_cast<double>(static_cast<float>(e));
 }
+// Rounds every element to `dtype` (f32, f16 or bf16; to nearest even, as prnn's conversions do).
+inline void round_to(std::vector<double>& v, DType dtype) {
+  round_to_f32(v);
+  if (dtype == DType::F16)
+    for (double& e : v) e = static_cast<double>(to_float(to_half(static_cast<float>(e))));
+  else if (dtype == DType::BF16)
+    for (double& e : v) e = static_cast<double>(to_float(to_bfloat16(static_cast<float>(e))));
+}
 
 // x, state0, dy, dstate_n in [-1, 1]; b in [-1, 1]; W and U scaled by 2/sqrt(fan-in), so
 // pre-activations are O(1) and the gates neither saturate nor vanish, whatever I, H and k.
+// Inputs are rounded to the case's dtype; x and dy hold random values at padded steps too (the
+// layer must ignore them).
 inline LayerData make_layer_data(const LayerCase& c, Rng& rng) {
   const LinearLayerDesc d = c.desc();
   LayerData s;
@@ -65,20 +90,21 @@ inline LayerData make_layer_data(const LayerCase& c, Rng& rng) {
     s.state0 = rng.uniform(c.state_size());
     s.dstate_n = rng.uniform(c.state_size());
   }
-  for (auto* v : {&s.x, &s.params, &s.state0, &s.dy, &s.dstate_n}) round_to_f32(*v);
+  for (auto* v : {&s.x, &s.params, &s.state0, &s.dy, &s.dstate_n}) round_to(*v, c.dtype);
 
   auto or_null = [](std::vector<double>& v) { return v.empty() ? nullptr : v.data(); };
   s.y.assign(c.y_size(), 0.0);
   s.state_n.assign(c.with_state ? c.state_size() : 0, 0.0);
   reference::linear_layer_forward<double>(d, c.T, c.B, s.x.data(), s.params.data(),
-                                          or_null(s.state0), s.y.data(), or_null(s.state_n));
+                                          or_null(s.state0), s.y.data(), or_null(s.state_n),
+                                          c.lengths_or_null());
   s.dx.assign(c.x_size(), 0.0);
   s.dparams.assign(c.param_size(), 0.0);
   s.dstate0.assign(c.with_state ? c.state_size() : 0, 0.0);
-  reference::linear_layer_backward<double>(d, c.T, c.B, s.x.data(), s.params.data(),
-                                           or_null(s.state0), s.dy.data(), or_null(s.dstate_n),
-                                           s.dx.data(), s.dparams.data(),
-                                           s.dstate0.empty() ? nullptr : s.dstate0.data());
+  reference::linear_layer_backward<double>(
+      d, c.T, c.B, s.x.data(), s.params.data(), or_null(s.state0), s.dy.data(), or_null(s.dstate_n),
+      s.dx.data(), s.dparams.data(), s.dstate0.empty() ? nullptr : s.dstate0.data(),
+      c.lengths_or_null());
   return s;
 }
 

@@ -1,5 +1,6 @@
 // LinearLayer on host tensors (the CPU reference path) and argument validation of LinearLayer:
-// the host path returns exactly what the reference returns (f32 and f64, with and without states),
+// the host path returns exactly what the reference returns (f32 and f64, with and without states,
+// with and without per-sequence lengths), bad lengths throw InvalidArgument naming the entry,
 // and bad descs, sizes, shapes, dtypes, devices, null or strided tensors throw InvalidArgument
 // naming the argument, what was expected and what was given; requests a device cannot run throw
 // Unsupported.
@@ -47,10 +48,10 @@ void expect_host_matches_reference(const LayerCase& c) {
   auto ptr = [](const std::vector<T>& v) { return v.empty() ? nullptr : v.data(); };
   auto mptr = [](std::vector<T>& v) { return v.empty() ? nullptr : v.data(); };
   reference::linear_layer_forward<T>(d, c.T, c.B, x.data(), params.data(), ptr(state0), y.data(),
-                                     mptr(state_n));
-  reference::linear_layer_backward<T>(d, c.T, c.B, x.data(), params.data(), ptr(state0),
-                                      dy.data(), ptr(dstate_n), dx.data(), dparams.data(),
-                                      mptr(dstate0));
+                                     mptr(state_n), c.lengths_or_null());
+  reference::linear_layer_backward<T>(d, c.T, c.B, x.data(), params.data(), ptr(state0), dy.data(),
+                                      ptr(dstate_n), dx.data(), dparams.data(), mptr(dstate0),
+                                      c.lengths_or_null());
 
   LinearLayer layer(d, c.T, c.B, dtype_v<T>, Device::host());
   EXPECT_EQ(layer.algo(), ScanAlgo::Reference);
@@ -59,10 +60,10 @@ void expect_host_matches_reference(const LayerCase& c) {
   std::vector<T> got_dx(dx.size(), nan), got_dparams(dparams.size(), nan);
   std::vector<T> got_dstate0(dstate0.size(), nan);
   layer.forward(view(x, xs), view(params, ps), view(state0, ss), view(got_y, ys),
-                view(got_state_n, ss));
-  layer.backward(view(x, xs), view(params, ps), view(state0, ss), view(dy, ys),
-                 view(dstate_n, ss), view(got_dx, xs), view(got_dparams, ps),
-                 view(got_dstate0, ss));
+                view(got_state_n, ss), nullptr, c.lengths);
+  layer.backward(view(x, xs), view(params, ps), view(state0, ss), view(dy, ys), view(dstate_n, ss),
+                 view(got_dx, xs), view(got_dparams, ps), view(got_dstate0, ss), nullptr,
+                 c.lengths);
   EXPECT_EQ(got_y, y);
   EXPECT_EQ(got_state_n, state_n);
   EXPECT_EQ(got_dx, dx);
@@ -88,6 +89,67 @@ TEST(LinearLayerHost, MatchesReference) {
       expect_host_matches_reference<float>(c);
     }
   }
+}
+
+// Per-sequence lengths (0, T, and between) through the host layer: what the reference returns,
+// with padded y and dx exactly zero.
+TEST(LinearLayerHost, MatchesReferenceWithLengths) {
+  using K = LinearLayerKind;
+  const std::vector<std::int32_t> lengths = {7, 0, 3, 1};
+  const LayerCase cases[] = {{K::Gilr, 7, 4, 5, 4, 1}, {K::GilrLstm, 7, 4, 5, 4, 1},
+                             {K::Sru, 7, 4, 4, 4, 1},  {K::Sru, 7, 4, 5, 4, 1},
+                             {K::Qrnn, 7, 4, 5, 4, 1}, {K::Qrnn, 7, 4, 5, 4, 3}};
+  for (LayerCase c : cases) {
+    c.lengths = lengths;
+    expect_host_matches_reference<double>(c);
+    expect_host_matches_reference<float>(c);
+    c.with_state = false;
+    expect_host_matches_reference<double>(c);
+  }
+  // The padding itself, for one layer: y and dx are zero at t >= lengths[b].
+  LayerCase c{K::Qrnn, 7, 4, 5, 4, 2};
+  c.lengths = lengths;
+  test::Rng rng;
+  const test::LayerData s = test::make_layer_data(c, rng);
+  for (std::int64_t t = 0; t < c.T; ++t)
+    for (std::int64_t b = 0; b < c.B; ++b) {
+      if (!c.padded(t, b)) continue;
+      for (std::int64_t j = 0; j < c.H; ++j) EXPECT_EQ(s.y[test::sz((t * c.B + b) * c.H + j)], 0.0);
+      for (std::int64_t i = 0; i < c.I; ++i)
+        EXPECT_EQ(s.dx[test::sz((t * c.B + b) * c.I + i)], 0.0);
+    }
+}
+
+TEST(LinearLayerHost, BadLengthsThrowInvalidArgument) {
+  LinearLayerDesc d;
+  d.kind = LinearLayerKind::Sru;
+  d.input_size = 4;
+  d.hidden_size = 4;
+  LinearLayer layer(d, 7, 3, DType::F64, Device::host());
+  std::vector<double> x(7 * 3 * 4), params(static_cast<std::size_t>(d.param_count())), y(7 * 3 * 4),
+      dx(x.size()), dparams(params.size());
+  const TensorView vx = TensorView::of(x.data(), {7, 3, 4}),
+                   vy = TensorView::of(y.data(), {7, 3, 4});
+  const TensorView vp = TensorView::of(params.data(), {d.param_count()});
+  const TensorView vdx = TensorView::of(dx.data(), {7, 3, 4});
+  const TensorView vdp = TensorView::of(dparams.data(), {d.param_count()});
+  const std::vector<std::int32_t> too_long = {7, 8, 1}, negative = {0, 7, -2}, two = {7, 7};
+  expect_invalid(
+      [&] { layer.forward(vx, vp, {}, vy, {}, nullptr, too_long); },
+      {"LinearLayer::forward", "lengths[1]: expected a length in [0, 7] (steps), got 8"});
+  expect_invalid([&] { layer.forward(vx, vp, {}, vy, {}, nullptr, negative); },
+                 {"lengths[2]: expected a length in [0, 7] (steps), got -2"});
+  expect_invalid([&] { layer.forward(vx, vp, {}, vy, {}, nullptr, two); },
+                 {"lengths: expected 3 entries (one per batch row) or none, got 2"});
+  expect_invalid(
+      [&] { layer.backward(vx, vp, {}, vy, {}, vdx, vdp, {}, nullptr, too_long); },
+      {"LinearLayer::backward", "lengths[1]: expected a length in [0, 7] (steps), got 8"});
+  expect_invalid([&] { layer.backward(vx, vp, {}, vy, {}, vdx, vdp, {}, nullptr, two); },
+                 {"lengths: expected 3 entries"});
+  // Valid: 0 and T are lengths.
+  const std::vector<std::int32_t> edges = {0, 7, 3};
+  layer.forward(vx, vp, {}, vy, {}, nullptr, edges);
+  layer.backward(vx, vp, {}, vy, {}, vdx, vdp, {}, nullptr, edges);
 }
 
 LinearLayerDesc lstm_desc() {

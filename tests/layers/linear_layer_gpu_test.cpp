@@ -1,24 +1,30 @@
 // GPU LinearLayer (GEMMs + fused scans, parallel and serial) against the CPU reference in double:
 // every layer (GILR, GILR-LSTM, SRU with I == H and I != H, QRNN k = 1, 2, 10), forward y and
 // state_n, backward dx, dparams (W, U, b blocks each) and dstate0, over odd sizes (T = 1 .. 4099
-// with 1- and 2-level lookback, B = 1, 3, H = 5, 64, 130: scalar and 4-channel-vector kernels,
-// partial lane blocks), with and without states, and with misaligned tensors (scalar fallback
-// for H % 4 == 0). Outputs are poisoned with 0xFF bytes (NaN) before every run, so an element
-// the layer fails to write fails the check. A second forward and backward must agree bit for
-// bit (deterministic).
-// Tolerance: relative L2 error ≤ 1e-5 (fp32 tensors and math vs the double reference on the
-// same fp32-rounded inputs), for every output and every parameter block.
-#include <gtest/gtest.h>
-
+// with 1- and 2-level lookback, B = 1, 3, 5, H = 5, 64, 130: scalar and 4-channel-vector
+// kernels, partial lane blocks), with and without states, and with misaligned tensors (scalar
+// fallback for H % 4 == 0); f16 and bf16 layers; per-sequence lengths mixing 0, 1, T and
+// lengths between, with both scans (their padded y and dx must be exactly zero). Outputs are
+// poisoned with 0xFF bytes (NaN in every dtype) before every run, so an element the layer fails
+// to write fails the check. A second forward and backward must agree bit for bit
+// (deterministic). x and dy hold random values at padded steps, which the layer must ignore.
+// Tolerance, relative L2 error for every output and every parameter block, against the double
+// reference on the same rounded inputs:
+//   f32 tensors      ≤ 1e-5 (fp32 math);
+//   f16 / bf16       ≤ 1e-2 (fp32 math on the exact 16-bit inputs; each output is rounded once to
+//                    16 bits: ≤ 2^-11 (f16) / 2^-8 (bf16) relative per element).
 #include <cuda_runtime.h>
+#include <gtest/gtest.h>
 
 #include <cstdio>
 #include <map>
+#include <span>
 
 #include "layers/layer_case.h"
 #include "prnn/device.h"
 #include "prnn/error.h"
 #include "prnn/layers.h"
+#include "support/expect.h"
 
 namespace prnn {
 namespace {
@@ -27,6 +33,11 @@ using test::LayerCase;
 using test::LayerData;
 
 constexpr double kTolF32 = 1e-5;
+constexpr double kTol16 = 1e-2;  // see the header: one 16-bit rounding per output element
+
+double tolerance(DType dtype) {
+  return dtype == DType::F32 ? kTolF32 : kTol16;
+}
 
 struct GpuCase {
   LayerCase c;
@@ -39,35 +50,42 @@ std::string name_of(const ::testing::TestParamInfo<GpuCase>& info) {
   return std::string(to_string(g.algo)) + "_" + g.c.name() + (g.misalign ? "_misaligned" : "");
 }
 
-// An f32 device tensor, optionally starting one element into its allocation.
+// A device tensor of `dtype`, optionally starting one element into its allocation.
 struct DevTensor {
   DeviceBuffer buf;
+  DType dtype = DType::F32;
   std::size_t offset = 0;  // elements
   std::int64_t n = 0;
-  float* data() const { return buf.data_as<float>() + offset; }
+  void* data() const { return static_cast<char*>(buf.data()) + offset * size_of(dtype); }
   TensorView view(const Shape& shape) const {
-    return TensorView(data(), DType::F32, shape, Device::cuda(0));
+    return TensorView(data(), dtype, shape, Device::cuda(0));
   }
 };
 
-DevTensor poisoned(std::size_t n, bool misalign) {
-  DevTensor t{DeviceBuffer((n + 1) * sizeof(float)), misalign ? 1u : 0u,
+DevTensor poisoned(std::size_t n, bool misalign, DType dtype) {
+  DevTensor t{DeviceBuffer((n + 1) * size_of(dtype)), dtype, misalign ? 1u : 0u,
               static_cast<std::int64_t>(n)};
   t.buf.fill_bytes(0xFF);
   return t;
 }
 
-DevTensor upload(const std::vector<double>& v, bool misalign) {
-  DevTensor t = poisoned(v.size(), misalign);
+// v (already rounded to dtype) converted to dtype on the host and copied in.
+DevTensor upload(const std::vector<double>& v, bool misalign, DType dtype) {
+  DevTensor t = poisoned(v.size(), misalign, dtype);
   std::vector<float> all(v.size() + 1, 0.0f);
   for (std::size_t i = 0; i < v.size(); ++i) all[t.offset + i] = static_cast<float>(v[i]);
-  t.buf.copy_from_host(all.data(), all.size() * sizeof(float));
+  std::vector<char> raw(all.size() * size_of(dtype));
+  convert(all.data(), DType::F32, raw.data(), dtype, all.size());
+  t.buf.copy_from_host(raw.data(), raw.size());
   return t;
 }
 
 std::vector<double> download(const DevTensor& t) {
-  std::vector<float> all(static_cast<std::size_t>(t.n) + 1);
-  t.buf.copy_to_host(all.data(), all.size() * sizeof(float));
+  const std::size_t n = static_cast<std::size_t>(t.n) + 1;
+  std::vector<char> raw(n * size_of(t.dtype));
+  t.buf.copy_to_host(raw.data(), raw.size());
+  std::vector<float> all(n);
+  convert(raw.data(), t.dtype, all.data(), DType::F32, n);
   return std::vector<double>(all.begin() + static_cast<std::ptrdiff_t>(t.offset),
                              all.begin() + static_cast<std::ptrdiff_t>(t.offset) + t.n);
 }
@@ -88,14 +106,25 @@ const LayerData& reference_of(const LayerCase& c) {
   return it->second;
 }
 
-// Checks a relative error against the fp32 tolerance and records it (--gtest_output shows it).
+// Checks a relative error against the dtype's tolerance and records it (--gtest_output shows it).
 void expect_close(const std::vector<double>& got, const std::vector<double>& want,
-                  const std::string& what) {
+                  const std::string& what, DType dtype) {
   const double err = test::rel_error(got, want);
   char text[32];
   std::snprintf(text, sizeof(text), "%.3e", err);
   ::testing::Test::RecordProperty("err_" + what, text);
-  EXPECT_LE(err, kTolF32) << what;
+  EXPECT_LE(err, tolerance(dtype)) << what;
+}
+
+// Elements of a [T, B, width] tensor at padded steps that are not exactly zero.
+std::int64_t nonzero_padding(const LayerCase& c, const std::vector<double>& v, std::int64_t width) {
+  std::int64_t bad = 0;
+  for (std::int64_t t = 0; t < c.T; ++t)
+    for (std::int64_t b = 0; b < c.B; ++b)
+      if (c.padded(t, b))
+        for (std::int64_t i = 0; i < width; ++i)
+          bad += v[static_cast<std::size_t>((t * c.B + b) * width + i)] != 0.0 ? 1 : 0;
+  return bad;
 }
 
 class LinearLayerGpu : public ::testing::TestWithParam<GpuCase> {};
@@ -106,52 +135,60 @@ TEST_P(LinearLayerGpu, MatchesReference) {
   const LayerCase& c = g.c;
   const LayerData& s = reference_of(c);
   const bool mis = g.misalign;
+  const DType dt = c.dtype;
   const Shape xs{c.T, c.B, c.I}, ys{c.T, c.B, c.H}, ss{c.desc().state_size() / c.H, c.B, c.H},
       ps{c.desc().param_count()};
+  const std::span<const std::int32_t> lengths(c.lengths);
 
-  LinearLayer layer(c.desc(), c.T, c.B, DType::F32, Device::cuda(0), g.algo);
+  LinearLayer layer(c.desc(), c.T, c.B, dt, Device::cuda(0), g.algo);
   ASSERT_EQ(layer.algo(), g.algo);
-  const DevTensor x = upload(s.x, mis), params = upload(s.params, mis), dy = upload(s.dy, mis);
-  const DevTensor state0 = upload(s.state0, mis), dstate_n = upload(s.dstate_n, mis);
-  DevTensor y = poisoned(c.y_size(), mis), state_n = poisoned(s.state_n.size(), mis);
-  DevTensor dx = poisoned(c.x_size(), mis), dparams = poisoned(c.param_size(), mis);
-  const DevTensor dstate0 = poisoned(s.dstate0.size(), mis);
+  const DevTensor x = upload(s.x, mis, dt), params = upload(s.params, mis, dt);
+  const DevTensor dy = upload(s.dy, mis, dt);
+  const DevTensor state0 = upload(s.state0, mis, dt), dstate_n = upload(s.dstate_n, mis, dt);
+  DevTensor y = poisoned(c.y_size(), mis, dt), state_n = poisoned(s.state_n.size(), mis, dt);
+  DevTensor dx = poisoned(c.x_size(), mis, dt), dparams = poisoned(c.param_size(), mis, dt);
+  DevTensor dstate0 = poisoned(s.dstate0.size(), mis, dt);
   auto optional = [&](const DevTensor& t) { return c.with_state ? t.view(ss) : TensorView(); };
 
   auto forward = [&] {
-    layer.forward(x.view(xs), params.view(ps), optional(state0), y.view(ys), optional(state_n));
+    layer.forward(x.view(xs), params.view(ps), optional(state0), y.view(ys), optional(state_n),
+                  nullptr, lengths);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   };
   auto backward = [&] {
-    layer.backward(x.view(xs), params.view(ps), optional(state0), dy.view(ys),
-                   optional(dstate_n), dx.view(xs), dparams.view(ps), optional(dstate0));
+    layer.backward(x.view(xs), params.view(ps), optional(state0), dy.view(ys), optional(dstate_n),
+                   dx.view(xs), dparams.view(ps), optional(dstate0), nullptr, lengths);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   };
 
   forward();
   const auto y_first = download(y);
   y.buf.fill_bytes(0xFF);
+  state_n.buf.fill_bytes(0xFF);
   forward();
   const auto y_got = download(y);
-  expect_close(y_got, s.y, "y");
+  expect_close(y_got, s.y, "y", dt);
   if (c.with_state) {
-    expect_close(download(state_n), s.state_n, "state_n");
+    expect_close(download(state_n), s.state_n, "state_n", dt);
   }
   EXPECT_EQ(y_first, y_got) << "two forward runs differ: the layer must be deterministic";
+  EXPECT_EQ(nonzero_padding(c, y_got, c.H), 0) << "y at padded steps must be exactly zero";
 
   backward();
   const auto dparams_first = download(dparams), dx_first = download(dx);
   dx.buf.fill_bytes(0xFF);
   dparams.buf.fill_bytes(0xFF);
+  dstate0.buf.fill_bytes(0xFF);
   backward();
   const auto dx_got = download(dx), dparams_got = download(dparams);
-  expect_close(dx_got, s.dx, "dx");
+  expect_close(dx_got, s.dx, "dx", dt);
   for (const test::ParamBlock& b : test::param_blocks(c))
     expect_close(slice(dparams_got, b.begin, b.end), slice(s.dparams, b.begin, b.end),
-                 std::string("d") + b.name);
+                 std::string("d") + b.name, dt);
   if (c.with_state) {
-    expect_close(download(dstate0), s.dstate0, "dstate0");
+    expect_close(download(dstate0), s.dstate0, "dstate0", dt);
   }
+  EXPECT_EQ(nonzero_padding(c, dx_got, c.I), 0) << "dx at padded steps must be exactly zero";
   EXPECT_EQ(dx_first, dx_got) << "two backward runs differ: the layer must be deterministic";
   EXPECT_EQ(dparams_first, dparams_got) << "two backward runs differ";
 }
@@ -185,6 +222,44 @@ std::vector<GpuCase> cases() {
   for (const Config& cf : configs) {
     v.push_back({make(cf, {333, 3, 5, 64}, false), ScanAlgo::Parallel});          // no states
     v.push_back({make(cf, {333, 2, 32, 64}, true), ScanAlgo::Parallel, true});    // misaligned
+  }
+  // 16-bit layers: vector (H = 64) and scalar (H = 130) kernels, both scans.
+  for (DType dtype : {DType::F16, DType::BF16})
+    for (const Config& cf : configs) {
+      for (const Size& sz : {Size{7, 3, 32, 64}, Size{333, 3, 5, 130}}) {
+        LayerCase c = make(cf, sz, true);
+        c.dtype = dtype;
+        v.push_back({c, ScanAlgo::Parallel});
+      }
+      LayerCase c = make(cf, {333, 3, 5, 130}, true);
+      c.dtype = dtype;
+      v.push_back({c, ScanAlgo::Serial});
+    }
+  // Per-sequence lengths with 0, 1, T and lengths between, f32, both scans: scalar kernels with
+  // partial lane blocks (H = 130), vectors (H = 64), and 65 time tiles (T = 4099) where a length
+  // ends inside a tile and whole tiles are padding.
+  struct Masked {
+    Size size;
+    std::vector<std::int32_t> lengths;
+  };
+  const Masked masked[] = {{{333, 5, 5, 130}, {0, 333, 1, 170, 64}},
+                           {{7, 4, 32, 64}, {7, 0, 3, 1}},
+                           {{4099, 3, 5, 64}, {2050, 4099, 0}}};
+  for (ScanAlgo algo : {ScanAlgo::Parallel, ScanAlgo::Serial})
+    for (const Config& cf : configs)
+      for (const Masked& m : masked) {
+        LayerCase c = make(cf, m.size, true);
+        c.lengths = m.lengths;
+        v.push_back({c, algo});
+      }
+  for (const Config& cf : configs) {
+    LayerCase c = make(cf, {333, 5, 5, 64}, false);  // lengths without states
+    c.lengths = {0, 333, 1, 170, 64};
+    v.push_back({c, ScanAlgo::Parallel});
+    c = make(cf, {333, 5, 5, 130}, true);  // lengths in a 16-bit layer
+    c.dtype = DType::BF16;
+    c.lengths = {0, 333, 1, 170, 64};
+    v.push_back({c, ScanAlgo::Parallel});
   }
   return v;
 }
@@ -220,6 +295,42 @@ TEST(LinearLayerGpuErrors, UnsupportedDtypes) {
   EXPECT_THROW(LinearLayer(d, 5, 2, DType::F64, Device::cuda(0)), Unsupported);
   EXPECT_THROW(LinearLayer(d, 5, 2, DType::F32, Device::cuda(0), ScanAlgo::Reference),
                Unsupported);
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16})
+    EXPECT_EQ(LinearLayer(d, 5, 2, dtype, Device::cuda(0)).desc().hidden_size, 4);
+}
+
+// Bad lengths throw before any work; the backward must be given the forward's lengths.
+TEST(LinearLayerGpuErrors, LengthsAreChecked) {
+  ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
+  LinearLayerDesc d;
+  d.kind = LinearLayerKind::Qrnn;
+  d.input_size = 3;
+  d.hidden_size = 4;
+  d.window = 2;
+  LinearLayer layer(d, 5, 2, DType::F32, Device::cuda(0));
+  const std::int64_t np = d.param_count();
+  DeviceBuffer x(30 * 4), params(static_cast<std::size_t>(np) * 4), y(40 * 4), dy(40 * 4),
+      dx(30 * 4), dparams(static_cast<std::size_t>(np) * 4);
+  x.fill_bytes(0);
+  params.fill_bytes(0);
+  dy.fill_bytes(0);
+  const TensorView vx = x.view(DType::F32, {5, 2, 3}), vp = params.view(DType::F32, {np});
+  const TensorView vy = y.view(DType::F32, {5, 2, 4}), vdy = dy.view(DType::F32, {5, 2, 4});
+  const TensorView vdx = dx.view(DType::F32, {5, 2, 3}), vdp = dparams.view(DType::F32, {np});
+  const std::vector<std::int32_t> too_long = {5, 6}, negative = {-1, 5}, forward_lengths = {5, 2};
+  const std::vector<std::int32_t> other = {5, 3};
+  test::expect_invalid([&] { layer.forward(vx, vp, {}, vy, {}, nullptr, too_long); },
+                       {"lengths[1]: expected a length in [0, 5] (steps), got 6"});
+  test::expect_invalid([&] { layer.forward(vx, vp, {}, vy, {}, nullptr, negative); },
+                       {"lengths[0]: expected a length in [0, 5] (steps), got -1"});
+  layer.forward(vx, vp, {}, vy, {}, nullptr, forward_lengths);
+  test::expect_invalid(
+      [&] { layer.backward(vx, vp, {}, vdy, {}, vdx, vdp, {}, nullptr, other); },
+      {"LinearLayer::backward: lengths[1]: expected 2 (the last forward()'s), got 3"});
+  test::expect_invalid([&] { layer.backward(vx, vp, {}, vdy, {}, vdx, vdp, {}); },
+                       {"lengths[1]: expected 2 (the last forward()'s), got 5"});
+  layer.backward(vx, vp, {}, vdy, {}, vdx, vdp, {}, nullptr, forward_lengths);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 }  // namespace

@@ -413,6 +413,207 @@ INSTANTIATE_TEST_SUITE_P(EveryStatefulLayer, LinearLayerStateCarry,
                          case_name);
 
 // ---------------------------------------------------------------------------------------------
+// Per-sequence lengths (packed sequences): T = 5, B = 4, lengths (5, 0, 2, 1).
+
+constexpr std::int64_t kLenSteps = 5;
+const std::vector<std::int32_t> kLengths = {5, 0, 2, 1};
+
+// Rows [t, b, :], t < len, of a [T, B, width] array: sequence b as [len, 1, width].
+std::vector<double> rows_of(const std::vector<double>& v, std::int64_t len, std::int64_t batch,
+                            std::int64_t b, std::int64_t width) {
+  std::vector<double> out;
+  for (std::int64_t t = 0; t < len; ++t)
+    for (std::int64_t i = 0; i < width; ++i) out.push_back(v[sz((t * batch + b) * width + i)]);
+  return out;
+}
+
+struct LengthsRun {
+  std::vector<double> y, state_n, dx, dparams, dstate0;
+};
+
+LengthsRun run_with_lengths(const LinearLayerDesc& desc, std::int64_t steps, std::int64_t batch,
+                            const std::vector<double>& x, const std::vector<double>& params,
+                            const std::vector<double>& state0, const std::vector<double>& dy,
+                            const std::vector<double>& dstate_n, const std::int32_t* lengths) {
+  LengthsRun r{std::vector<double>(sz(steps * batch * desc.hidden_size), kNaN),
+               std::vector<double>(state0.size(), kNaN), std::vector<double>(x.size(), kNaN),
+               std::vector<double>(params.size(), kNaN), std::vector<double>(state0.size(), kNaN)};
+  linear_layer_forward<double>(desc, steps, batch, x.data(), params.data(), state0.data(),
+                               r.y.data(), r.state_n.data(), lengths);
+  linear_layer_backward<double>(desc, steps, batch, x.data(), params.data(), state0.data(),
+                                dy.data(), dstate_n.data(), r.dx.data(), r.dparams.data(),
+                                r.dstate0.data(), lengths);
+  return r;
+}
+
+class LinearLayerLengths : public ::testing::TestWithParam<LayerCase> {};
+
+// Sequence b of a mixed batch is the layer over that sequence alone for lengths[b] steps (a
+// length-T sequence: row b of the batch run without lengths); padded y and dx are exactly zero;
+// a length-0 sequence keeps its state (state_n = state0) and passes its gradient (dstate0 =
+// dstate_n); dparams is the sum over the sequences run alone. Tolerance 1e-12 (double; the same
+// arithmetic up to the order of the dparams sum).
+TEST_P(LinearLayerLengths, EachSequenceRunsAlone) {
+  const LayerCase c = GetParam();
+  const LinearLayerDesc desc = c.desc();
+  const std::int64_t T = kLenSteps, B = static_cast<std::int64_t>(kLengths.size());
+  const std::int64_t I = c.input, H = c.hidden, S = desc.state_size() / H;
+  Rng rng;
+  const auto x = rng.uniform(sz(T * B * I)), params = rng.uniform(sz(desc.param_count()));
+  const auto state0 = rng.uniform(sz(B * S * H)), dstate_n = rng.uniform(state0.size());
+  const auto dy = rng.uniform(sz(T * B * H));
+  const LengthsRun got =
+      run_with_lengths(desc, T, B, x, params, state0, dy, dstate_n, kLengths.data());
+  const LengthsRun full = run_with_lengths(desc, T, B, x, params, state0, dy, dstate_n, nullptr);
+
+  std::vector<double> dparams_sum(params.size(), 0.0);
+  for (std::int64_t b = 0; b < B; ++b) {
+    SCOPED_TRACE("sequence " + std::to_string(b) + ", length " + std::to_string(kLengths[sz(b)]));
+    const std::int64_t len = kLengths[sz(b)];
+    // Padded steps: exactly zero.
+    for (std::int64_t t = len; t < T; ++t) {
+      for (std::int64_t j = 0; j < H; ++j) EXPECT_EQ(got.y[sz((t * B + b) * H + j)], 0.0);
+      for (std::int64_t i = 0; i < I; ++i) EXPECT_EQ(got.dx[sz((t * B + b) * I + i)], 0.0);
+    }
+    const auto s0 = rows_of(state0, S, B, b, H), dsn = rows_of(dstate_n, S, B, b, H);
+    if (len == 0) {
+      EXPECT_EQ(rows_of(got.state_n, S, B, b, H), s0);
+      EXPECT_EQ(rows_of(got.dstate0, S, B, b, H), dsn);
+      continue;
+    }
+    const LengthsRun alone = run_with_lengths(desc, len, 1, rows_of(x, len, B, b, I), params, s0,
+                                              rows_of(dy, len, B, b, H), dsn, nullptr);
+    EXPECT_LE(test::rel_error(rows_of(got.y, len, B, b, H), alone.y), 1e-12);
+    EXPECT_LE(test::rel_error(rows_of(got.state_n, S, B, b, H), alone.state_n), 1e-12);
+    EXPECT_LE(test::rel_error(rows_of(got.dx, len, B, b, I), alone.dx), 1e-12);
+    EXPECT_LE(test::rel_error(rows_of(got.dstate0, S, B, b, H), alone.dstate0), 1e-12);
+    for (std::size_t i = 0; i < params.size(); ++i) dparams_sum[i] += alone.dparams[i];
+    if (len == T) {  // ... and equal to the batch without lengths
+      EXPECT_LE(test::rel_error(rows_of(got.y, T, B, b, H), rows_of(full.y, T, B, b, H)), 1e-12);
+      EXPECT_LE(
+          test::rel_error(rows_of(got.state_n, S, B, b, H), rows_of(full.state_n, S, B, b, H)),
+          1e-12);
+      EXPECT_LE(test::rel_error(rows_of(got.dx, T, B, b, I), rows_of(full.dx, T, B, b, I)), 1e-12);
+      EXPECT_LE(
+          test::rel_error(rows_of(got.dstate0, S, B, b, H), rows_of(full.dstate0, S, B, b, H)),
+          1e-12);
+    }
+  }
+  EXPECT_LE(test::rel_error(got.dparams, dparams_sum), 1e-12);
+}
+
+// Lengths all T are the batch without lengths, bit for bit.
+TEST_P(LinearLayerLengths, AllFullLengthsEqualNone) {
+  const LayerCase c = GetParam();
+  const LinearLayerDesc desc = c.desc();
+  const std::int64_t T = kLenSteps, B = 3, S = desc.state_size() / c.hidden;
+  const std::vector<std::int32_t> full_lengths(sz(B), static_cast<std::int32_t>(T));
+  Rng rng;
+  const auto x = rng.uniform(sz(T * B * c.input)), params = rng.uniform(sz(desc.param_count()));
+  const auto state0 = rng.uniform(sz(B * S * c.hidden)), dstate_n = rng.uniform(state0.size());
+  const auto dy = rng.uniform(sz(T * B * c.hidden));
+  const LengthsRun a =
+      run_with_lengths(desc, T, B, x, params, state0, dy, dstate_n, full_lengths.data());
+  const LengthsRun b = run_with_lengths(desc, T, B, x, params, state0, dy, dstate_n, nullptr);
+  EXPECT_EQ(a.y, b.y);
+  EXPECT_EQ(a.state_n, b.state_n);
+  EXPECT_EQ(a.dx, b.dx);
+  EXPECT_EQ(a.dparams, b.dparams);
+  EXPECT_EQ(a.dstate0, b.dstate0);
+}
+
+// x and dy at padded steps are not read: NaN there changes nothing.
+TEST_P(LinearLayerLengths, PaddedInputsAreIgnored) {
+  const LayerCase c = GetParam();
+  const LinearLayerDesc desc = c.desc();
+  const std::int64_t T = kLenSteps, B = static_cast<std::int64_t>(kLengths.size());
+  const std::int64_t S = desc.state_size() / c.hidden;
+  Rng rng;
+  const auto x = rng.uniform(sz(T * B * c.input)), params = rng.uniform(sz(desc.param_count()));
+  const auto state0 = rng.uniform(sz(B * S * c.hidden)), dstate_n = rng.uniform(state0.size());
+  const auto dy = rng.uniform(sz(T * B * c.hidden));
+  auto x_nan = x, dy_nan = dy;
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t b = 0; b < B; ++b) {
+      if (t < kLengths[sz(b)]) continue;
+      for (std::int64_t i = 0; i < c.input; ++i) x_nan[sz((t * B + b) * c.input + i)] = kNaN;
+      for (std::int64_t j = 0; j < c.hidden; ++j) dy_nan[sz((t * B + b) * c.hidden + j)] = kNaN;
+    }
+  const LengthsRun a =
+      run_with_lengths(desc, T, B, x, params, state0, dy, dstate_n, kLengths.data());
+  const LengthsRun b =
+      run_with_lengths(desc, T, B, x_nan, params, state0, dy_nan, dstate_n, kLengths.data());
+  EXPECT_EQ(a.y, b.y);
+  EXPECT_EQ(a.state_n, b.state_n);
+  EXPECT_EQ(a.dx, b.dx);
+  EXPECT_EQ(a.dparams, b.dparams);
+  EXPECT_EQ(a.dstate0, b.dstate0);
+}
+
+// The backward with lengths is the gradient of the forward with lengths (central differences,
+// tolerances in gradcheck.h); x at padded steps gets a zero gradient.
+TEST_P(LinearLayerLengths, GradientMatchesFiniteDifferences) {
+  const LayerCase c = GetParam();
+  const LinearLayerDesc desc = c.desc();
+  const std::int64_t T = kLenSteps, B = static_cast<std::int64_t>(kLengths.size());
+  Rng rng;
+  auto x = rng.uniform(sz(T * B * c.input));
+  auto params = rng.uniform(sz(desc.param_count()), -0.6, 0.6);
+  auto state0 = rng.uniform(sz(B * desc.state_size()));
+  const auto wy = rng.uniform(sz(T * B * c.hidden));
+  const auto ws = rng.uniform(sz(B * desc.state_size()));
+  auto loss = [&] {
+    std::vector<double> y(wy.size()), state_n(ws.size());
+    linear_layer_forward<double>(desc, T, B, x.data(), params.data(), state0.data(), y.data(),
+                                 state_n.data(), kLengths.data());
+    return test::project(y, wy) + test::project(state_n, ws);
+  };
+  std::vector<double> dx(x.size()), dparams(params.size()), dstate0(state0.size());
+  linear_layer_backward<double>(desc, T, B, x.data(), params.data(), state0.data(), wy.data(),
+                                ws.data(), dx.data(), dparams.data(), dstate0.data(),
+                                kLengths.data());
+  EXPECT_TRUE(test::check_gradient("dx", x, dx, loss, rng.gen()));
+  EXPECT_TRUE(test::check_gradient("dparams", params, dparams, loss, rng.gen()));
+  EXPECT_TRUE(test::check_gradient("dstate0", state0, dstate0, loss, rng.gen()));
+}
+
+TEST_P(LinearLayerLengths, BadLengthThrowsInvalidArgument) {
+  const LayerCase c = GetParam();
+  const LinearLayerDesc desc = c.desc();
+  const std::int64_t T = kLenSteps, B = 2;
+  std::vector<double> x(sz(T * B * c.input), 0.1), params(sz(desc.param_count()), 0.1);
+  std::vector<double> y(sz(T * B * c.hidden)), dx(x.size()), dparams(params.size());
+  for (const std::vector<std::int32_t>& bad :
+       {std::vector<std::int32_t>{3, -1}, std::vector<std::int32_t>{6, 2}}) {
+    const std::int32_t given = bad[0] > T ? bad[0] : bad[1];
+    const std::string which = bad[0] > T ? "lengths[0]" : "lengths[1]";
+    expect_invalid(
+        [&] {
+          linear_layer_forward<double>(desc, T, B, x.data(), params.data(), nullptr, y.data(),
+                                       nullptr, bad.data());
+        },
+        {"linear_layer_forward", which, "expected a value in [0, 5]",
+         "got " + std::to_string(given)});
+    expect_invalid(
+        [&] {
+          linear_layer_backward<double>(desc, T, B, x.data(), params.data(), nullptr, y.data(),
+                                        nullptr, dx.data(), dparams.data(), nullptr, bad.data());
+        },
+        {"linear_layer_backward", which, "expected a value in [0, 5]",
+         "got " + std::to_string(given)});
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryLayer, LinearLayerLengths,
+                         ::testing::Values(LayerCase{LinearLayerKind::Gilr, 3, 4, 1, 5, 4},
+                                           LayerCase{LinearLayerKind::GilrLstm, 3, 4, 1, 5, 4},
+                                           LayerCase{LinearLayerKind::Sru, 4, 4, 1, 5, 4},
+                                           LayerCase{LinearLayerKind::Sru, 3, 4, 1, 5, 4},
+                                           LayerCase{LinearLayerKind::Qrnn, 3, 4, 1, 5, 4},
+                                           LayerCase{LinearLayerKind::Qrnn, 3, 4, 3, 5, 4}),
+                         case_name);
+
+// ---------------------------------------------------------------------------------------------
 // Bad input -> InvalidArgument naming the function, the argument, expected and given.
 
 template <class T>

@@ -264,10 +264,14 @@ void add_bench_command(CLI::App& app, const std::string& command_line) {
   layers->add_option("--repeats", layer_opts->repeats, "Timed runs per measurement")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  layers->callback([common, layer_opts, only] {
+  auto layer_dtype = std::make_shared<std::string>("f32");
+  layers->add_option("--dtype", *layer_dtype, "Figure 1 tensors: f32, f16 or bf16 (fp32 math)")
+      ->capture_default_str();
+  layers->callback([common, layer_opts, only, layer_dtype] {
     LayersBenchOptions o = *layer_opts;
     if (*only == "figure1") o.table2 = false;
     if (*only == "table2") o.figure1 = false;
+    o.dtype = parse_dtype(*layer_dtype);
     run_with_csv(*common, [&](const BenchSink& sink) { run_layers_bench(o, sink); });
   });
 
