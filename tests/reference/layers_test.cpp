@@ -431,6 +431,15 @@ struct LengthsRun {
   std::vector<double> y, state_n, dx, dparams, dstate0;
 };
 
+// Bitwise equal outputs and gradients.
+void expect_same_run(const LengthsRun& a, const LengthsRun& b) {
+  EXPECT_EQ(a.y, b.y);
+  EXPECT_EQ(a.state_n, b.state_n);
+  EXPECT_EQ(a.dx, b.dx);
+  EXPECT_EQ(a.dparams, b.dparams);
+  EXPECT_EQ(a.dstate0, b.dstate0);
+}
+
 LengthsRun run_with_lengths(const LinearLayerDesc& desc, std::int64_t steps, std::int64_t batch,
                             const std::vector<double>& x, const std::vector<double>& params,
                             const std::vector<double>& state0, const std::vector<double>& dy,
@@ -515,11 +524,7 @@ TEST_P(LinearLayerLengths, AllFullLengthsEqualNone) {
   const LengthsRun a =
       run_with_lengths(desc, T, B, x, params, state0, dy, dstate_n, full_lengths.data());
   const LengthsRun b = run_with_lengths(desc, T, B, x, params, state0, dy, dstate_n, nullptr);
-  EXPECT_EQ(a.y, b.y);
-  EXPECT_EQ(a.state_n, b.state_n);
-  EXPECT_EQ(a.dx, b.dx);
-  EXPECT_EQ(a.dparams, b.dparams);
-  EXPECT_EQ(a.dstate0, b.dstate0);
+  expect_same_run(a, b);
 }
 
 // x and dy at padded steps are not read: NaN there changes nothing.
@@ -543,11 +548,7 @@ TEST_P(LinearLayerLengths, PaddedInputsAreIgnored) {
       run_with_lengths(desc, T, B, x, params, state0, dy, dstate_n, kLengths.data());
   const LengthsRun b =
       run_with_lengths(desc, T, B, x_nan, params, state0, dy_nan, dstate_n, kLengths.data());
-  EXPECT_EQ(a.y, b.y);
-  EXPECT_EQ(a.state_n, b.state_n);
-  EXPECT_EQ(a.dx, b.dx);
-  EXPECT_EQ(a.dparams, b.dparams);
-  EXPECT_EQ(a.dstate0, b.dstate0);
+  expect_same_run(a, b);
 }
 
 // The backward with lengths is the gradient of the forward with lengths (central differences,
