@@ -9,6 +9,8 @@ with the pass's floor (copy bandwidth / bytes per element, from the same CSV) an
 target as dashed lines.
 layers_figure1.png: the paper's Figure 1, PLR-over-SLR training speedup against T (T·B fixed),
 one line per layer.
+layers_table2.png: the paper's Table 2, GILR-LSTM and cuDNN LSTM (best algorithm) training
+throughput against T, one line per batch size.
 Either input may be left out. Lines starting with '#' are ignored."""
 import argparse
 import csv
@@ -95,6 +97,38 @@ def plot_figure1(rows, out):
     return True
 
 
+def plot_table2(rows, out):
+    series = defaultdict(list)
+    for r in rows:
+        if r["metric"] != "train_throughput" or r["impl"] not in ("prnn-gilr_lstm", "cudnn-best"):
+            continue
+        c = parse_case(r["case"])
+        series[(r["impl"], int(c["B"]))].append((int(c["T"]), float(r["value"])))
+    if not series:
+        return False
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    batches = sorted({b for _, b in series})
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for n, b in enumerate(batches):
+        color = colors[n % len(colors)]
+        for impl, style, name in (("prnn-gilr_lstm", "-", "GILR-LSTM"), ("cudnn-best", "--", "cuDNN LSTM")):
+            pts = sorted(series.get((impl, b), []))
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", color=color,
+                        label=f"{name}, B = {b}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length T")
+    ax.set_ylabel("training throughput (elements / s)")
+    ax.set_title("The paper's Table 2: GILR-LSTM-256 vs cuDNN LSTM-256, input 32")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return True
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scan")
@@ -108,7 +142,11 @@ def main():
         print(out)
     if a.layers:
         out = os.path.join(a.outdir, "layers_figure1.png")
-        if plot_figure1(read_rows(a.layers), out):
+        rows = read_rows(a.layers)
+        if plot_figure1(rows, out):
+            print(out)
+        out = os.path.join(a.outdir, "layers_table2.png")
+        if plot_table2(rows, out):
             print(out)
 
 
