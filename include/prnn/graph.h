@@ -449,7 +449,17 @@ class Trainer {
   // element rounded as the host loop rounds it.
   virtual void update() = 0;
 
+  // DyNet's sparse_updates_enabled. true (the default): a lookup table is updated only on the
+  // rows backward touched since the last update, with optimizer state per row. false: every
+  // row is updated, as a dense parameter is, so rows without a gradient still move by their
+  // optimizer state (SGD momentum, Adam's moments).
+  void set_sparse_updates(bool sparse) { sparse_updates_ = sparse; }
+  bool sparse_updates() const { return sparse_updates_; }
+
   struct DeviceState;  // internal: optimizer state on the device
+
+ protected:
+  bool sparse_updates_ = true;
 };
 
 // PyTorch SGD (reference::sgd_update): g' = g + wd·w; v = μ·v + g'; w -= lr·v.

@@ -69,6 +69,8 @@ struct TrainingOptions {
   double learning_rate = 1e-3;
   double momentum = 0.0;   // Sgd only, in [0, 1)
   std::uint64_t seed = 1;  // parameter init and the per-epoch shuffles
+  bool sparse_updates = true;  // lookup tables: touched rows only (false: every row, as DyNet's
+                               // sparse_updates_enabled = false)
 };
 
 enum class TreeLoss : std::uint8_t {

@@ -1,9 +1,10 @@
 // Trainers over a Model's fp32 parameters: the update rules are the reference ones
 // (reference::sgd_update / adam_update, PyTorch semantics). Dense parameters are updated whole;
-// lookup tables only on the rows backward touched since the last update (sparse updates), with
-// optimizer state kept per row. On a Model that is on the device the same rules run as
-// kernels (graph/gpu_kernels.h: sgd_update, adam_update) over the device copies, with the
-// optimizer state in device buffers taken over from the host state at the first device update.
+// lookup tables only on the rows backward touched since the last update (sparse updates, the
+// default), with optimizer state kept per row, or whole (Trainer::set_sparse_updates(false)). On a
+// Model that is on the device the same rules run as kernels (graph/gpu_kernels.h: sgd_update,
+// adam_update) over the device copies, with the optimizer state in device buffers taken over from
+// the host state at the first device update.
 #include <algorithm>
 #include <cmath>
 
@@ -24,10 +25,11 @@
 namespace prnn::graph {
 namespace {
 
-// Calls f(n, w, g, offset) on every dense parameter and every touched lookup row; `slot` indexes
-// the optimizer state vectors (dense parameters first, then lookup tables).
+// Calls f(n, w, g, offset) on every dense parameter and every touched lookup row (every lookup
+// table whole when !sparse); `slot` indexes the optimizer state vectors (dense parameters
+// first, then lookup tables).
 template <class F>
-void for_each_update(Model& model, F&& f) {
+void for_each_update(Model& model, bool sparse, F&& f) {
   auto& s = model.storage();
   std::size_t slot = 0;
   for (auto& p : s.params)
@@ -35,6 +37,11 @@ void for_each_update(Model& model, F&& f) {
       std::size_t{0});
   for (auto& t : s.tables) {
     const auto row = static_cast<std::size_t>(t.dim.size());
+    if (!sparse) {
+      f(slot++, static_cast<std::int64_t>(t.value.size()), t.value.data(), t.grad.data(),
+        std::size_t{0});
+      continue;
+    }
     for (std::size_t r = 0; r < t.touched.size(); ++r)
       if (t.touched[r])
         f(slot, t.dim.size(), t.value.data() + r * row, t.grad.data() + r * row, r * row);
@@ -66,19 +73,20 @@ void upload_state(const std::vector<std::vector<float>>& host, std::vector<Devic
 }
 
 // Calls f(n, row, touched, w, g, slot) once per dense parameter (row 0, touched null) and once
-// per lookup table (over the whole table; the kernel updates touched rows only), then clears
-// the touched flags (the kernels zero the gradients they consumed). Marks the host copy stale.
+// per lookup table (over the whole table; the kernel updates touched rows only, or every row
+// when !sparse: touched null, the untouched rows' gradients being zero), then clears the touched
+// flags (the kernels zero the gradients they consumed). Marks the host copy stale.
 template <class F>
-void for_each_device_update(Model& model, F&& f) {
+void for_each_device_update(Model& model, bool sparse, F&& f) {
   DeviceMirror& d = device_mirror(model);
   std::size_t slot = 0;
   for (auto& p : d.params)
     f(static_cast<std::int64_t>(p.n), std::int64_t{0}, nullptr, p.value.data_as<float>(),
       p.grad.data_as<float>(), slot++);
   for (auto& t : d.tables)
-    f(t.rows * static_cast<std::int64_t>(t.row), static_cast<std::int64_t>(t.row),
-      t.touched.data_as<const std::uint8_t>(), t.value.data_as<float>(), t.grad.data_as<float>(),
-      slot++);
+    f(t.rows * static_cast<std::int64_t>(t.row), sparse ? static_cast<std::int64_t>(t.row) : 0,
+      sparse ? t.touched.data_as<const std::uint8_t>() : nullptr, t.value.data_as<float>(),
+      t.grad.data_as<float>(), slot++);
   for (auto& t : d.tables)
     if (t.touched.bytes() > 0)
       PRNN_CUDA_CHECK(cudaMemsetAsync(t.touched.data(), 0, t.touched.bytes(), nullptr));
@@ -108,7 +116,8 @@ void SimpleSgdTrainer::update() {
   }
   const reference::SgdConfig cfg{lr_, momentum_, weight_decay_, false};
   for_each_update(
-      model_, [&](std::size_t slot, std::int64_t n, float* w, const float* g, std::size_t offset) {
+      model_, sparse_updates_,
+      [&](std::size_t slot, std::int64_t n, float* w, const float* g, std::size_t offset) {
         reference::sgd_update<float>(cfg, n, w, g, velocity_[slot].data() + offset);
       });
   model_.zero_gradients();
@@ -134,7 +143,8 @@ void AdamTrainer::update() {
   }
   const reference::AdamConfig cfg{lr_, beta1_, beta2_, eps_, 0.0};
   for_each_update(
-      model_, [&](std::size_t slot, std::int64_t n, float* w, const float* g, std::size_t offset) {
+      model_, sparse_updates_,
+      [&](std::size_t slot, std::int64_t n, float* w, const float* g, std::size_t offset) {
         reference::adam_update<float>(cfg, step_, n, w, g, m_[slot].data() + offset,
                                       v_[slot].data() + offset);
       });
@@ -155,20 +165,22 @@ void SimpleSgdTrainer::update_on_device() {
   s.momentum = static_cast<float>(momentum_);
   s.weight_decay = static_cast<float>(weight_decay_);
   s.use_momentum = momentum_ != 0.0;
-  for_each_device_update(model_, [&](std::int64_t n, std::int64_t row, const std::uint8_t* touched,
-                                     float* w, float* g, std::size_t slot) {
-    gpu::sgd_update(s, n, row, touched, w, g, device_->first[slot].data_as<float>(), nullptr);
-  });
+  for_each_device_update(model_, sparse_updates_,
+                         [&](std::int64_t n, std::int64_t row, const std::uint8_t* touched,
+                             float* w, float* g, std::size_t slot) {
+                           gpu::sgd_update(s, n, row, touched, w, g,
+                                           device_->first[slot].data_as<float>(), nullptr);
+                         });
 #endif
 }
 
 void AdamTrainer::update_on_device() {
 #if PRNN_WITH_CUDA
-  PRNN_EXPECT(lr_ >= 0.0 && eps_ >= 0.0 && beta1_ >= 0.0 && beta1_ < 1.0 && beta2_ >= 0.0 &&
-                  beta2_ < 1.0,
-              "AdamTrainer: expected lr, eps >= 0 and betas in [0, 1), got lr {}, eps {}, betas {} "
-              "and {}",
-              lr_, eps_, beta1_, beta2_);
+  PRNN_EXPECT(
+      lr_ >= 0.0 && eps_ >= 0.0 && beta1_ >= 0.0 && beta1_ < 1.0 && beta2_ >= 0.0 && beta2_ < 1.0,
+      "AdamTrainer: expected lr, eps >= 0 and betas in [0, 1), got lr {}, eps {}, betas {} "
+      "and {}",
+      lr_, eps_, beta1_, beta2_);
   if (!device_) device_ = std::make_unique<DeviceState>();
   upload_state(m_, device_->first);
   upload_state(v_, device_->second);
@@ -183,11 +195,13 @@ void AdamTrainer::update_on_device() {
   s.bias1 = static_cast<float>(1.0 - std::pow(beta1_, t));
   s.bias2 = static_cast<float>(1.0 - std::pow(beta2_, t));
   s.eps = static_cast<float>(eps_);
-  for_each_device_update(model_, [&](std::int64_t n, std::int64_t row, const std::uint8_t* touched,
-                                     float* w, float* g, std::size_t slot) {
-    gpu::adam_update(s, n, row, touched, w, g, device_->first[slot].data_as<float>(),
-                     device_->second[slot].data_as<float>(), nullptr);
-  });
+  for_each_device_update(model_, sparse_updates_,
+                         [&](std::int64_t n, std::int64_t row, const std::uint8_t* touched,
+                             float* w, float* g, std::size_t slot) {
+                           gpu::adam_update(s, n, row, touched, w, g,
+                                            device_->first[slot].data_as<float>(),
+                                            device_->second[slot].data_as<float>(), nullptr);
+                         });
 #endif
 }
 

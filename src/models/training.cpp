@@ -52,9 +52,13 @@ void shuffle(std::vector<std::size_t>& v, std::mt19937_64& rng) {
 }
 
 std::unique_ptr<graph::Trainer> make_trainer(const TrainingOptions& o, graph::Model& model) {
+  std::unique_ptr<graph::Trainer> t;
   if (o.optimizer == Optimizer::Sgd)
-    return std::make_unique<graph::SimpleSgdTrainer>(model, o.learning_rate, o.momentum);
-  return std::make_unique<graph::AdamTrainer>(model, o.learning_rate);
+    t = std::make_unique<graph::SimpleSgdTrainer>(model, o.learning_rate, o.momentum);
+  else
+    t = std::make_unique<graph::AdamTrainer>(model, o.learning_rate);
+  t->set_sparse_updates(o.sparse_updates);
+  return t;
 }
 
 // Seeds the shuffles apart from the Model's init stream (which uses the seed itself).

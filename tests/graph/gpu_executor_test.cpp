@@ -535,6 +535,22 @@ TEST(GpuTrainers, AdamMatchesHost) {
   expect_trainers_agree([](Model& m) { return std::make_unique<AdamTrainer>(m, 1e-2); });
 }
 
+// Dense lookup updates (every row, as DyNet with sparse updates disabled) on the device equal
+// the host's.
+TEST(GpuTrainers, DenseLookupUpdatesMatchHost) {
+  PRNN_REQUIRE_GPU();
+  expect_trainers_agree([](Model& m) {
+    auto t = std::make_unique<AdamTrainer>(m, 1e-2);
+    t->set_sparse_updates(false);
+    return t;
+  });
+  expect_trainers_agree([](Model& m) {
+    auto t = std::make_unique<SimpleSgdTrainer>(m, 0.1, 0.9);
+    t->set_sparse_updates(false);
+    return t;
+  });
+}
+
 // Training the Tree-LSTM on the GPU tracks the host: a few Adam steps on the same batches give
 // losses within 1e-3 relative (fp32 summation orders differ, and Adam amplifies the differences
 // of tiny gradients a little), and the loss falls.

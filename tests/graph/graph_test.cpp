@@ -512,6 +512,31 @@ TEST(GraphTrainer, SgdUpdatesDenseAndTouchedRows) {
   EXPECT_TRUE(emb.touched_rows().empty());
 }
 
+// Dense lookup updates (set_sparse_updates(false), DyNet's sparse_updates_enabled = false): a
+// row without a gradient still moves by its optimizer state. Two SGD steps with momentum 0.5:
+// row 1 is touched in the first step only; the sparse trainer leaves it after step 1, the dense
+// one moves it again by lr·μ·v in step 2. Row 0, never touched, moves in neither.
+TEST(GraphTrainer, DenseLookupUpdatesMoveRowsByTheirState) {
+  for (bool sparse : {true, false}) {
+    SCOPED_TRACE(sparse ? "sparse" : "dense");
+    Model m;
+    const LookupParameter emb = m.add_lookup_parameters(2, {1}, Initializer::constant(1.0));
+    SimpleSgdTrainer sgd(m, 0.5, 0.5);
+    sgd.set_sparse_updates(sparse);
+    EXPECT_EQ(sgd.sparse_updates(), sparse);
+    Graph g;
+    const Expr loss = sum({lookup(g, emb, 1)});  // dL/d row 1 = 1
+    CpuExecutor ex;
+    ex.forward(g, loss);
+    ex.backward(g, loss);
+    sgd.update();  // v = 1, w = 1 - 0.5
+    EXPECT_FLOAT_EQ(emb.values(1)[0], 0.5f);
+    sgd.update();  // no gradient: dense v = 0.5, w -= 0.25; sparse: untouched, unchanged
+    EXPECT_FLOAT_EQ(emb.values(1)[0], sparse ? 0.5f : 0.25f);
+    EXPECT_FLOAT_EQ(emb.values(0)[0], 1.0f);
+  }
+}
+
 // Adam's first step moves each weight by lr·sign(g) (bias correction makes m̂/√v̂ = ±1).
 TEST(GraphTrainer, AdamFirstStep) {
   Model m;

@@ -72,6 +72,9 @@ void add_training_options(CLI::App* cmd, models::TrainingOptions& t, GraphModelO
   cmd->add_option("--momentum", t.momentum, "SGD momentum")
       ->check(CLI::Range(0.0, 0.999999))
       ->capture_default_str();
+  cmd->add_flag("--dense-updates", [&t](std::int64_t) { t.sparse_updates = false; },
+                "Update every row of the embedding tables at each step (DyNet with sparse updates "
+                "disabled), not only the rows the batch used");
   cmd->add_option("--limit", t.limit, "Train on the first N training sentences only (0: all)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -212,8 +215,9 @@ void print_sst_data(const char* model, const SstData& d, const GraphModelOptions
 }
 
 std::string training_line(const models::TrainingOptions& t) {
-  return fmt::format("batch {}, {} lr {}, {} epochs, seed {}", t.batch,
-                     models::to_string(t.optimizer), t.learning_rate, t.epochs, t.seed);
+  return fmt::format("batch {}, {} lr {}, {} epochs, seed {}{}", t.batch,
+                     models::to_string(t.optimizer), t.learning_rate, t.epochs, t.seed,
+                     t.sparse_updates ? "" : ", dense lookup updates");
 }
 
 // Runs a trainer over d.train (SstData or WikinerData) with progress and a summary.
