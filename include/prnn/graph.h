@@ -523,29 +523,44 @@ class LstmBuilder {
   Expr h_, c_;
 };
 
+// How a binary Tree-LSTM's forget gate of a child is computed.
+enum class TreeForget : std::uint8_t {
+  AllChildren,  // Tai et al. 2015 (N-ary, N = 2): f_L, f_R from both children's h
+  OwnChild,     // each from its own child's h only, one shared bias (DyNet's benchmark cell)
+};
+
 // Binary (N-ary with N = 2) Tree-LSTM of Tai et al. 2015, separate forget gates per child:
 //   z = W x + U_L h_L + U_R h_R + b   [5H], gates in order i, f_L, f_R, o, u
 //   c = σ(i)⊙tanh(u) + σ(f_L)⊙c_L + σ(f_R)⊙c_R;  h = σ(o)⊙tanh(c)
 // Parameters W [5H, I], U_L [5H, H], U_R [5H, H], b [5H]. A leaf has no children (zero h, c);
 // an inner node may have no input x.
+// TreeForget::OwnChild (the cell of DyNet's Tree-LSTM benchmark):
+//   z = W x + U_L h_L + U_R h_R + b   [3H], gates in order i, o, u
+//   f_L = σ(Uf_L h_L + b_f), f_R = σ(Uf_R h_R + b_f)   [H] each
+//   c and h as above. Parameters W [3H, I], U_L [3H, H], U_R [3H, H], b [3H], Uf_L [H, H],
+//   Uf_R [H, H], b_f [H].
 class TreeLstmBuilder {
  public:
   struct State {
     Expr h, c;  // [H] each
   };
-  TreeLstmBuilder(Model& model, std::int64_t input_dim, std::int64_t hidden_dim);
+  TreeLstmBuilder(Model& model, std::int64_t input_dim, std::int64_t hidden_dim,
+                  TreeForget forget = TreeForget::AllChildren);
   void new_graph(Graph& g);
   State leaf(Expr x);
   State compose(const State& left, const State& right, Expr x = {});
   std::int64_t input_dim() const { return input_dim_; }
   std::int64_t hidden_dim() const { return hidden_dim_; }
+  TreeForget forget() const { return forget_; }
   Parameter w, u_left, u_right, b;
+  Parameter uf_left, uf_right, b_f;  // TreeForget::OwnChild only
 
  private:
   State combine(Expr z, const State* left, const State* right);
   std::int64_t input_dim_, hidden_dim_;
+  TreeForget forget_;
   Graph* graph_ = nullptr;
-  Expr e_w_, e_ul_, e_ur_, e_b_;
+  Expr e_w_, e_ul_, e_ur_, e_b_, e_ufl_, e_ufr_, e_bf_;
   Expr zero_;
 };
 

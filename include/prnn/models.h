@@ -84,6 +84,7 @@ struct TreeLstmOptions {
   std::int64_t embedding = 256;  // E
   std::int64_t hidden = 256;     // H
   TreeLoss loss = TreeLoss::AllNodes;
+  graph::TreeForget forget = graph::TreeForget::AllChildren;  // the cell (graph::TreeLstmBuilder)
 };
 
 struct BiLstmTaggerOptions {

@@ -79,17 +79,30 @@ Expr LstmBuilder::add_input(Expr x) {
 // ---- Tree-LSTM ------------------------------------------------------------------------------
 
 namespace {
-enum TreeGate : std::int64_t { kInput, kForgetLeft, kForgetRight, kOutput, kUpdate, kTreeGates };
+// Gate rows of z, in units of H: TreeForget::AllChildren, then TreeForget::OwnChild.
+constexpr std::int64_t kInput = 0, kForgetLeft = 1, kForgetRight = 2, kOutput = 3, kUpdate = 4,
+                       kTreeGates = 5;
+constexpr std::int64_t kOwnInput = 0, kOwnOutput = 1, kOwnUpdate = 2, kOwnChildGates = 3;
 }  // namespace
 
-TreeLstmBuilder::TreeLstmBuilder(Model& model, std::int64_t input_dim, std::int64_t hidden_dim)
-    : input_dim_(input_dim), hidden_dim_(hidden_dim) {
+TreeLstmBuilder::TreeLstmBuilder(Model& model, std::int64_t input_dim, std::int64_t hidden_dim,
+                                 TreeForget forget)
+    : input_dim_(input_dim), hidden_dim_(hidden_dim), forget_(forget) {
   check_sizes("TreeLstmBuilder", input_dim, hidden_dim);
+  PRNN_EXPECT(forget == TreeForget::AllChildren || forget == TreeForget::OwnChild,
+              "TreeLstmBuilder: unknown forget-gate form {}", static_cast<int>(forget));
   const Initializer init = recurrent_init(hidden_dim);
-  w = model.add_parameters({kTreeGates * hidden_dim, input_dim}, init);
-  u_left = model.add_parameters({kTreeGates * hidden_dim, hidden_dim}, init);
-  u_right = model.add_parameters({kTreeGates * hidden_dim, hidden_dim}, init);
-  b = model.add_parameters({kTreeGates * hidden_dim}, init);
+  const std::int64_t rows =
+      (forget == TreeForget::AllChildren ? kTreeGates : kOwnChildGates) * hidden_dim;
+  w = model.add_parameters({rows, input_dim}, init);
+  u_left = model.add_parameters({rows, hidden_dim}, init);
+  u_right = model.add_parameters({rows, hidden_dim}, init);
+  b = model.add_parameters({rows}, init);
+  if (forget == TreeForget::OwnChild) {
+    uf_left = model.add_parameters({hidden_dim, hidden_dim}, init);
+    uf_right = model.add_parameters({hidden_dim, hidden_dim}, init);
+    b_f = model.add_parameters({hidden_dim}, init);
+  }
 }
 
 void TreeLstmBuilder::new_graph(Graph& g) {
@@ -98,6 +111,11 @@ void TreeLstmBuilder::new_graph(Graph& g) {
   e_ul_ = parameter(g, u_left);
   e_ur_ = parameter(g, u_right);
   e_b_ = parameter(g, b);
+  if (forget_ == TreeForget::OwnChild) {
+    e_ufl_ = parameter(g, uf_left);
+    e_ufr_ = parameter(g, uf_right);
+    e_bf_ = parameter(g, b_f);
+  }
   zero_ = zeros(g, hidden_dim_);
 }
 
@@ -113,15 +131,19 @@ TreeLstmBuilder::State TreeLstmBuilder::compose(const State& left, const State& 
   return combine(affine_transform(terms), &left, &right);
 }
 
-// z [5H] -> the new state; absent children contribute nothing.
+// z [5H] (OwnChild: [3H]) -> the new state; absent children contribute nothing.
 TreeLstmBuilder::State TreeLstmBuilder::combine(Expr z, const State* left, const State* right) {
   const std::int64_t H = hidden_dim_;
-  const Expr i = logistic(gate(z, kInput, H));
-  const Expr o = logistic(gate(z, kOutput, H));
-  const Expr u = tanh(gate(z, kUpdate, H));
+  const bool own = forget_ == TreeForget::OwnChild;
+  const Expr i = logistic(gate(z, own ? kOwnInput : kInput, H));
+  const Expr o = logistic(gate(z, own ? kOwnOutput : kOutput, H));
+  const Expr u = tanh(gate(z, own ? kOwnUpdate : kUpdate, H));
+  auto forget_gate = [&](const State& child, std::int64_t all_children, Expr uf) {
+    return logistic(own ? affine_transform({e_bf_, uf, child.h}) : gate(z, all_children, H));
+  };
   Expr c = cmult(i, u);
-  if (left != nullptr) c = c + cmult(logistic(gate(z, kForgetLeft, H)), left->c);
-  if (right != nullptr) c = c + cmult(logistic(gate(z, kForgetRight, H)), right->c);
+  if (left != nullptr) c = c + cmult(forget_gate(*left, kForgetLeft, e_ufl_), left->c);
+  if (right != nullptr) c = c + cmult(forget_gate(*right, kForgetRight, e_ufr_), right->c);
   return State{cmult(o, tanh(c)), c};
 }
 

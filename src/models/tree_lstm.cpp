@@ -1,10 +1,12 @@
 // Tree-LSTM sentiment classifier on SST (contract in prnn/models.h):
 //   leaf n:   x = E[word_n] [E];  (h, c) = TreeLSTM.leaf(x)
-//   inner n:  (h, c) = TreeLSTM.compose(left, right)   (Tai et al. 2015, binary, no input)
+//   inner n:  (h, c) = TreeLSTM.compose(left, right)   (Tai et al. 2015, binary, no input;
+//             TreeLstmOptions::forget picks its forget gates: graph::TreeForget)
 //   node n:   logits_n = W_s h_n + b_s  [5];  loss = Σ_n -log softmax(logits_n)[label_n]
 //             (every node, or the root only; see TreeLoss)
-// Parameters: E [V, E] (Glorot rows), Tree-LSTM W [5H, E], U_L/U_R [5H, H], b [5H], W_s [5, H],
-// b_s [5]; all drawn from the Model's seeded stream in this order.
+// Parameters: E [V, E] (Glorot rows), the Tree-LSTM's (W [5H, E], U_L/U_R [5H, H], b [5H]; with
+// own-child forget gates graph.h lists them), W_s [5, H], b_s [5]; all drawn from the Model's
+// seeded stream in this order.
 #include <vector>
 
 #include "core/check.h"
@@ -66,7 +68,7 @@ TrainReport train_tree_lstm(const TreeLstmOptions& options, const data::Vocabula
   graph::Model model(o.seed);
   const graph::LookupParameter embed =
       model.add_lookup_parameters(words.size(), {options.embedding});
-  graph::TreeLstmBuilder tree_lstm(model, options.embedding, options.hidden);
+  graph::TreeLstmBuilder tree_lstm(model, options.embedding, options.hidden, options.forget);
   const graph::Parameter w_s = model.add_parameters({Tree::kLabels, options.hidden});
   const graph::Parameter b_s =
       model.add_parameters({Tree::kLabels}, graph::Initializer::constant(0.0));

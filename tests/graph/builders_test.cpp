@@ -151,6 +151,63 @@ TEST(TreeLstmBuilder, MatchesTaiEquations) {
   EXPECT_LE(test::rel_error(ex.value(s.c), root.c), 1e-13);
 }
 
+// DyNet's benchmark cell (TreeForget::OwnChild): z = W x + U_L h_L + U_R h_R + b [3H] (i, o, u),
+// f_L = σ(Uf_L h_L + b_f), f_R = σ(Uf_R h_R + b_f).
+HC own_child_tree_lstm_by_equations(const TreeLstmBuilder& b, const std::vector<double>* x,
+                                    const HC* left, const HC* right) {
+  const std::size_t H = sz(b.hidden_dim());
+  std::vector<double> z = as_double(b.b.values());
+  if (x != nullptr) matvec_acc(as_double(b.w.values()), *x, z);
+  if (left != nullptr) matvec_acc(as_double(b.u_left.values()), left->h, z);
+  if (right != nullptr) matvec_acc(as_double(b.u_right.values()), right->h, z);
+  auto forget = [&](const HC& child, const Parameter& uf) {
+    std::vector<double> f = as_double(b.b_f.values());
+    matvec_acc(as_double(uf.values()), child.h, f);
+    return f;
+  };
+  const std::vector<double> fl = left ? forget(*left, b.uf_left) : std::vector<double>(H);
+  const std::vector<double> fr = right ? forget(*right, b.uf_right) : std::vector<double>(H);
+  HC out{std::vector<double>(H), std::vector<double>(H)};
+  for (std::size_t k = 0; k < H; ++k) {
+    double c = sigmoid(z[k]) * std::tanh(z[2 * H + k]);
+    if (left != nullptr) c += sigmoid(fl[k]) * left->c[k];
+    if (right != nullptr) c += sigmoid(fr[k]) * right->c[k];
+    out.c[k] = c;
+    out.h[k] = sigmoid(z[H + k]) * std::tanh(c);
+  }
+  return out;
+}
+
+TEST(TreeLstmBuilder, OwnChildForgetGatesMatchTheirEquations) {
+  constexpr std::int64_t kInput = 3, kHidden = 5;
+  Rng rng;
+  Model m(rng.gen()());
+  TreeLstmBuilder tree(m, kInput, kHidden, TreeForget::OwnChild);
+  EXPECT_EQ(tree.forget(), TreeForget::OwnChild);
+  EXPECT_EQ(tree.b.dim().size(), 3 * kHidden);
+  EXPECT_EQ(tree.uf_left.dim().size(), kHidden * kHidden);
+  std::vector<std::vector<double>> xs;
+  for (int i = 0; i < 4; ++i) xs.push_back(rng.uniform(sz(kInput)));
+
+  const HC l0 = own_child_tree_lstm_by_equations(tree, &xs[0], nullptr, nullptr);
+  const HC l1 = own_child_tree_lstm_by_equations(tree, &xs[1], nullptr, nullptr);
+  const HC l2 = own_child_tree_lstm_by_equations(tree, &xs[2], nullptr, nullptr);
+  const HC n01 = own_child_tree_lstm_by_equations(tree, nullptr, &l0, &l1);
+  const HC root = own_child_tree_lstm_by_equations(tree, &xs[3], &n01, &l2);
+
+  Graph g;
+  tree.new_graph(g);
+  std::vector<Expr> in;
+  for (const auto& x : xs) in.push_back(input(g, {kInput}, x));
+  const auto s01 = tree.compose(tree.leaf(in[0]), tree.leaf(in[1]));
+  const auto s = tree.compose(s01, tree.leaf(in[2]), in[3]);
+  CpuExecutor ex(Precision::F64);
+  ex.forward(g, s.h);
+  EXPECT_LE(test::rel_error(ex.value(s01.h), n01.h), 1e-13);
+  EXPECT_LE(test::rel_error(ex.value(s.h), root.h), 1e-13);
+  EXPECT_LE(test::rel_error(ex.value(s.c), root.c), 1e-13);
+}
+
 // ---------------------------------------------------------------------------------------------
 // BiLSTM
 
@@ -198,42 +255,46 @@ TEST(BiLstmBuilder, ConcatenatesBothDirections) {
 // Gradients through the cells, with respect to their inputs (fp64, gradcheck.h tolerances).
 
 TEST(RecurrentBuilders, GradientThroughLstmAndTreeLstm) {
-  constexpr std::int64_t kInput = 3, kHidden = 5, kSteps = 3;
-  Rng rng;
-  Model m(rng.gen()());
-  LstmBuilder lstm(m, kInput, kHidden);
-  TreeLstmBuilder tree(m, kHidden, kHidden);
-  std::vector<double> xs = rng.uniform(sz(kSteps * kInput), -2.0, 2.0);
-  const std::int64_t label = rng.integer(0, kHidden - 1);
+  for (TreeForget forget : {TreeForget::AllChildren, TreeForget::OwnChild}) {
+    SCOPED_TRACE(forget == TreeForget::OwnChild ? "own-child forget gates" : "all-children");
+    constexpr std::int64_t kInput = 3, kHidden = 5, kSteps = 3;
+    Rng rng;
+    Model m(rng.gen()());
+    LstmBuilder lstm(m, kInput, kHidden);
+    TreeLstmBuilder tree(m, kHidden, kHidden, forget);
+    std::vector<double> xs = rng.uniform(sz(kSteps * kInput), -2.0, 2.0);
+    const std::int64_t label = rng.integer(0, kHidden - 1);
 
-  // The LSTM reads the sequence; the Tree-LSTM combines (h_0, h_1) and h_2 into the loss.
-  const auto build = [&](Graph& g, Expr* x_out) {
-    const Expr x = input(g, {kSteps * kInput}, xs);
-    lstm.new_graph(g);
-    tree.new_graph(g);
-    lstm.start_new_sequence();
-    std::vector<Expr> hs;
-    for (std::int64_t t = 0; t < kSteps; ++t)
-      hs.push_back(lstm.add_input(pick_range(x, t * kInput, (t + 1) * kInput)));
-    const auto s = tree.compose(tree.compose(tree.leaf(hs[0]), tree.leaf(hs[1])), tree.leaf(hs[2]));
-    if (x_out != nullptr) *x_out = x;
-    return pick_neg_log_softmax(s.h, label);
-  };
-  Graph g;
-  Expr x;
-  const Expr loss = build(g, &x);
-  CpuExecutor ex(Precision::F64);
-  ex.forward(g, loss);
-  ex.backward(g, loss);
-  const auto analytic = ex.gradient(x);
-  const auto loss_fn = [&] {
-    Graph gg;
-    const Expr l = build(gg, nullptr);
-    CpuExecutor e(Precision::F64);
-    e.forward(gg, l);
-    return e.scalar(l);
-  };
-  EXPECT_TRUE(test::check_gradient("d loss / d x", xs, analytic, loss_fn, rng.gen()));
+    // The LSTM reads the sequence; the Tree-LSTM combines (h_0, h_1) and h_2 into the loss.
+    const auto build = [&](Graph& g, Expr* x_out) {
+      const Expr x = input(g, {kSteps * kInput}, xs);
+      lstm.new_graph(g);
+      tree.new_graph(g);
+      lstm.start_new_sequence();
+      std::vector<Expr> hs;
+      for (std::int64_t t = 0; t < kSteps; ++t)
+        hs.push_back(lstm.add_input(pick_range(x, t * kInput, (t + 1) * kInput)));
+      const auto s =
+          tree.compose(tree.compose(tree.leaf(hs[0]), tree.leaf(hs[1])), tree.leaf(hs[2]));
+      if (x_out != nullptr) *x_out = x;
+      return pick_neg_log_softmax(s.h, label);
+    };
+    Graph g;
+    Expr x;
+    const Expr loss = build(g, &x);
+    CpuExecutor ex(Precision::F64);
+    ex.forward(g, loss);
+    ex.backward(g, loss);
+    const auto analytic = ex.gradient(x);
+    const auto loss_fn = [&] {
+      Graph gg;
+      const Expr l = build(gg, nullptr);
+      CpuExecutor e(Precision::F64);
+      e.forward(gg, l);
+      return e.scalar(l);
+    };
+    EXPECT_TRUE(test::check_gradient("d loss / d x", xs, analytic, loss_fn, rng.gen()));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

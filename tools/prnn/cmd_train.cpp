@@ -254,8 +254,11 @@ void run_tree_lstm_command(models::TreeLstmOptions o, const GraphModelOptions& g
   finish_training_options(o.training, g);
   const SstData d = read_sst_data(o.training, g);
   print_sst_data("Tree-LSTM sentiment (Tai et al. 2015, binary)", d, g);
-  fmt::print("model: embedding {}, hidden {}, 5-class softmax, loss over {}; {}\n", o.embedding,
-             o.hidden, models::to_string(o.loss), training_line(o.training));
+  fmt::print("model: embedding {}, hidden {}, forget gates from {}, 5-class softmax, loss over {}; "
+             "{}\n",
+             o.embedding, o.hidden,
+             o.forget == graph::TreeForget::OwnChild ? "the own child" : "both children",
+             models::to_string(o.loss), training_line(o.training));
   const std::unique_ptr<graph::Executor> ex = graph::make_executor(g.executor);
   run_model(o.training, d, [&](const models::TrainCallbacks& cb) {
     return models::train_tree_lstm(o, d.words, d.train, d.dev, cb, ex.get());
@@ -459,9 +462,17 @@ void add_train_command(CLI::App& app) {
   add_size_option(tl, "--embedding", tree->embedding, "Word embedding size E");
   add_size_option(tl, "--hidden", tree->hidden, "Tree-LSTM hidden size H");
   auto tree_loss = add_tree_loss_option(tl);
-  tl->callback([tree, tree_g, tree_loss] {
+  auto forget = std::make_shared<std::string>("all-children");
+  tl->add_option("--forget-gates", *forget,
+                 "Each child's forget gate from both children's h (all-children, Tai et al.) or "
+                 "from its own child's only (own-child, DyNet's Tree-LSTM benchmark cell)")
+      ->check(CLI::IsMember({"all-children", "own-child"}))
+      ->capture_default_str();
+  tl->callback([tree, tree_g, tree_loss, forget] {
     models::TreeLstmOptions options = *tree;
     options.loss = tree_loss_of(*tree_loss);
+    options.forget =
+        *forget == "own-child" ? graph::TreeForget::OwnChild : graph::TreeForget::AllChildren;
     run_tree_lstm_command(options, *tree_g);
   });
 
