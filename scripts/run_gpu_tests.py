@@ -36,59 +36,23 @@ def property_of(test, name, default=None):
     return default
 
 
-_listed = {}
-
-
-def listed_cases(exe):
-    """The cases `exe --gtest_list_tests` names (empty if it is no GoogleTest executable)."""
-    if exe not in _listed:
-        cases = set()
-        try:
-            out = subprocess.run([exe, "--gtest_list_tests"], capture_output=True, text=True,
-                                 timeout=120).stdout
-            suite = None
-            for line in out.splitlines():
-                if not line.strip():
-                    continue
-                if not line.startswith(" "):
-                    suite = line.split()[0]
-                elif suite is not None:
-                    cases.add(suite + line.split()[0])
-        except (OSError, subprocess.SubprocessError):
-            pass
-        _listed[exe] = cases
-    return _listed[exe]
-
-
-def gtest_filter(test):
-    """The GoogleTest case a ctest test runs, or None if it is not one. gtest_discover_tests
-    passes it as --gtest_filter=CASE (older CMake), or in GTEST_FILTER, or only as the test's
-    name (then the executable must list it)."""
+def gtest_case(test):
+    """(executable, GoogleTest case) of a ctest test, or None if it is not a GoogleTest case.
+    gtest_discover_tests writes the command in one of two forms:
+      EXE --gtest_filter=CASE ...                               (CMake < 3.31 or so)
+      cmake -D TEST_EXECUTABLE=EXE ... -D TEST_FILTER=CASE ... -P .../LaunchTest.cmake
+    """
     command = test.get("command") or []
-    for i, arg in enumerate(command[1:], start=1):
+    for arg in command[1:]:
         if arg.startswith("--gtest_filter="):
-            return arg[len("--gtest_filter="):]
-        if arg == "--gtest_filter" and i + 1 < len(command):
-            return command[i + 1]
-    env = property_of(test, "ENVIRONMENT", []) or []
-    for kv in env if isinstance(env, list) else [env]:
-        if kv.startswith("GTEST_FILTER="):
-            return kv[len("GTEST_FILTER="):]
-    case = test["name"].split()[0]
-    if command and os.path.isfile(command[0]) and os.access(command[0], os.X_OK):
-        if case in listed_cases(command[0]):
-            return case
-    return None
-
-
-def find_executable(build, case):
-    """A test executable under BUILD/tests that lists `case`, for tests whose command does not
-    name one (None if none does)."""
-    tests_dir = os.path.join(build, "tests")
-    for entry in sorted(os.listdir(tests_dir)) if os.path.isdir(tests_dir) else []:
-        exe = os.path.abspath(os.path.join(tests_dir, entry))
-        if os.path.isfile(exe) and os.access(exe, os.X_OK) and case in listed_cases(exe):
-            return exe
+            return command[0], arg[len("--gtest_filter="):]
+    defines = {}
+    for flag, value in zip(command, command[1:]):
+        if flag == "-D" and "=" in value:
+            key, _, val = value.partition("=")
+            defines[key] = val
+    if defines.get("TEST_EXECUTABLE") and defines.get("TEST_FILTER"):
+        return defines["TEST_EXECUTABLE"], defines["TEST_FILTER"]
     return None
 
 
@@ -137,17 +101,13 @@ def main():
     by_exe = OrderedDict()  # executable -> (workdir, [case names])
     others = []
     for t in tests:
-        cmd = t.get("command") or []
-        f = gtest_filter(t)
-        exe = cmd[0] if cmd else None
-        if f is None:
-            exe = find_executable(a.build, t["name"].split()[0])
-            f = t["name"].split()[0] if exe else None
-        if f is None:
+        found = gtest_case(t)
+        if found is None:
             others.append(t["name"])
             continue
+        exe, case = found
         workdir = property_of(t, "WORKING_DIRECTORY", a.build)
-        by_exe.setdefault(exe, (workdir, []))[1].append(f)
+        by_exe.setdefault(exe, (workdir, []))[1].append(case)
 
     log = open(a.log, "w") if a.log else sys.stderr
     log.write(f"{len(tests)} gpu tests: {sum(len(c) for _, c in by_exe.values())} GoogleTest cases "

@@ -401,9 +401,11 @@ class GpuExecutor final : public Executor {
   std::unique_ptr<State> state_;
 };
 
-// AutobatchExecutor's batching plans (the same planner, both strategies) run on the GPU: one
-// cuBLAS GEMM per (batch, weight) for matmul / affine_transform over the gathered inputs
-// (W·[x_1 .. x_n]; outputs contiguous per batch), one small kernel per batch for the other ops,
+// AutobatchExecutor's batching plans (the same planner, both strategies) run on the GPU:
+// matmul / affine_transform batches of at most 16 columns (members × x columns) as one fused
+// kernel (b + Σ W_i x_i, each W read once; its backward one kernel too), larger ones as one cuBLAS
+// GEMM per (batch, weight) over the gathered inputs (W·[x_1 .. x_n]; outputs contiguous per
+// batch), one small kernel per batch for the other ops,
 // and backward in reverse batch order with deterministic segmented scatter-adds (no float
 // atomics: results are identical run to run). fp32, no TF32. Model copies as GpuExecutor.
 // Agrees with CpuExecutor up to fp32 summation order (cuBLAS's inside products).

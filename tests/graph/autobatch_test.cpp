@@ -3,6 +3,8 @@
 // AutobatchExecutor (depth and agenda strategies) == CpuExecutor on forward values, node gradients,
 // parameter gradients, lookup-row gradients and touched rows, over random graphs, a mini-batch of
 // SST trees through the Tree-LSTM and a mini-batch of BiLSTM sequences.
+#include "graph/autobatch.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,11 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "graph/autobatch.h"
+#include "graph/test_graphs.h"
 #include "prnn/data.h"
 #include "prnn/error.h"
 #include "prnn/graph.h"
-#include "graph/test_graphs.h"
 #include "support/random.h"
 
 namespace prnn::graph {
@@ -133,17 +134,8 @@ AutobatchStats expect_equivalent(Graph& g, Expr loss, Model& m) {
 constexpr int kRandomGraphs = 300;
 
 TEST(Autobatch, RandomGraphsMatchCpuExecutor) {
-  Rng rng;
-  std::printf("autobatch random graphs: PRNN_TEST_SEED=%llu\n",
-              static_cast<unsigned long long>(rng.seed()));
-  RandomGraphModel rm(rng.gen()());
-  for (int graph_index = 0; graph_index < kRandomGraphs; ++graph_index) {
-    SCOPED_TRACE("graph " + std::to_string(graph_index));
-    Graph g(rng.gen()(), rng.integer(0, 1) == 1);
-    const Expr loss = random_graph(g, rm, rng);
-    expect_equivalent(g, loss, rm.m);
-    if (::testing::Test::HasFailure()) return;
-  }
+  check_random_graphs("autobatch random graphs", kRandomGraphs,
+                      [](Graph& g, Expr loss, Model& m) { expect_equivalent(g, loss, m); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -170,8 +162,8 @@ TEST(Autobatch, TreeLstmBatchStatisticsPerStrategy) {
   const Expr loss = f.build(g, 0, 16);
   for (BatchStrategy s : kStrategies) {
     const BatchPlan plan = plan_batches(g, loss.id, s);
-    std::printf("tree-lstm, 16 SST trees, %s: %zu nodes in %zu batches\n", to_string(s),
-                g.size(), plan.batches.size());
+    std::printf("tree-lstm, 16 SST trees, %s: %zu nodes in %zu batches\n", to_string(s), g.size(),
+                plan.batches.size());
     check_schedule(g, loss.id, plan);
     EXPECT_LT(plan.batches.size() * 4, g.size()) << to_string(s);
   }
@@ -181,25 +173,11 @@ TEST(Autobatch, TreeLstmBatchStatisticsPerStrategy) {
 // BiLSTM over sequences of different lengths
 
 TEST(Autobatch, BiLstmBatchMatchesCpuExecutor) {
-  constexpr std::int64_t kVocab = 20, kInput = 5, kHid = 4, kTags = 3, kSequences = 6;
   Rng rng;
-  Model m(rng.gen()());
-  const LookupParameter emb = m.add_lookup_parameters(kVocab, {kInput});
-  BiLstmBuilder bilstm(m, kInput, kHid);
-  const Parameter out_w = m.add_parameters({kTags, 2 * kHid}), out_b = m.add_parameters({kTags});
+  BiLstmDropoutFixture f(rng);
   Graph g(rng.gen()(), true);
-  bilstm.new_graph(g);
-  const Expr w = parameter(g, out_w), b = parameter(g, out_b);
-  std::vector<Expr> losses;
-  for (std::int64_t s = 0; s < kSequences; ++s) {
-    std::vector<Expr> xs;
-    for (std::int64_t t = rng.integer(1, 9); t > 0; --t)
-      xs.push_back(dropout(lookup(g, emb, rng.integer(0, kVocab - 1)), 0.25));
-    for (const Expr& h : bilstm.transduce(xs))
-      losses.push_back(pick_neg_log_softmax(affine_transform({b, w, h}), rng.integer(0, kTags - 1)));
-  }
-  const Expr loss = sum(losses);
-  const AutobatchStats st = expect_equivalent(g, loss, m);
+  const Expr loss = f.build(g, rng);
+  const AutobatchStats st = expect_equivalent(g, loss, f.m);
   EXPECT_LT(st.batches * 2, st.nodes);
 }
 

@@ -105,107 +105,74 @@ struct HC {
 };
 
 // Tai et al. 2015, binary N-ary Tree-LSTM, gates i, f_L, f_R, o, u; absent children are zero.
+// TreeForget::OwnChild (DyNet's benchmark cell): z [3H] = gates i, o, u, and
+// f_L = σ(Uf_L h_L + b_f), f_R = σ(Uf_R h_R + b_f).
 HC tree_lstm_by_equations(const TreeLstmBuilder& b, const std::vector<double>* x, const HC* left,
                           const HC* right) {
   const std::size_t H = sz(b.hidden_dim());
+  const bool own = b.forget() == TreeForget::OwnChild;
   std::vector<double> z = as_double(b.b.values());
   if (x != nullptr) matvec_acc(as_double(b.w.values()), *x, z);
   if (left != nullptr) matvec_acc(as_double(b.u_left.values()), left->h, z);
   if (right != nullptr) matvec_acc(as_double(b.u_right.values()), right->h, z);
-  HC out{std::vector<double>(H), std::vector<double>(H)};
-  for (std::size_t k = 0; k < H; ++k) {
-    double c = sigmoid(z[k]) * std::tanh(z[4 * H + k]);
-    if (left != nullptr) c += sigmoid(z[H + k]) * left->c[k];
-    if (right != nullptr) c += sigmoid(z[2 * H + k]) * right->c[k];
-    out.c[k] = c;
-    out.h[k] = sigmoid(z[3 * H + k]) * std::tanh(c);
-  }
-  return out;
-}
-
-// ((x0 x1) x2) with an input at the root too.
-TEST(TreeLstmBuilder, MatchesTaiEquations) {
-  constexpr std::int64_t kInput = 3, kHidden = 5;
-  Rng rng;
-  Model m(rng.gen()());
-  TreeLstmBuilder tree(m, kInput, kHidden);
-  std::vector<std::vector<double>> xs;
-  for (int i = 0; i < 4; ++i) xs.push_back(rng.uniform(sz(kInput)));
-
-  const HC l0 = tree_lstm_by_equations(tree, &xs[0], nullptr, nullptr);
-  const HC l1 = tree_lstm_by_equations(tree, &xs[1], nullptr, nullptr);
-  const HC l2 = tree_lstm_by_equations(tree, &xs[2], nullptr, nullptr);
-  const HC n01 = tree_lstm_by_equations(tree, nullptr, &l0, &l1);
-  const HC root = tree_lstm_by_equations(tree, &xs[3], &n01, &l2);
-
-  Graph g;
-  tree.new_graph(g);
-  std::vector<Expr> in;
-  for (const auto& x : xs) in.push_back(input(g, {kInput}, x));
-  const auto s01 = tree.compose(tree.leaf(in[0]), tree.leaf(in[1]));
-  const auto s = tree.compose(s01, tree.leaf(in[2]), in[3]);
-  CpuExecutor ex(Precision::F64);
-  ex.forward(g, s.h);  // the last node
-  EXPECT_LE(test::rel_error(ex.value(s01.h), n01.h), 1e-13);
-  EXPECT_LE(test::rel_error(ex.value(s.h), root.h), 1e-13);
-  EXPECT_LE(test::rel_error(ex.value(s.c), root.c), 1e-13);
-}
-
-// DyNet's benchmark cell (TreeForget::OwnChild): z = W x + U_L h_L + U_R h_R + b [3H] (i, o, u),
-// f_L = σ(Uf_L h_L + b_f), f_R = σ(Uf_R h_R + b_f).
-HC own_child_tree_lstm_by_equations(const TreeLstmBuilder& b, const std::vector<double>* x,
-                                    const HC* left, const HC* right) {
-  const std::size_t H = sz(b.hidden_dim());
-  std::vector<double> z = as_double(b.b.values());
-  if (x != nullptr) matvec_acc(as_double(b.w.values()), *x, z);
-  if (left != nullptr) matvec_acc(as_double(b.u_left.values()), left->h, z);
-  if (right != nullptr) matvec_acc(as_double(b.u_right.values()), right->h, z);
-  auto forget = [&](const HC& child, const Parameter& uf) {
-    std::vector<double> f = as_double(b.b_f.values());
-    matvec_acc(as_double(uf.values()), child.h, f);
+  // Forget-gate pre-activations of one child (the rows of z, or its own product).
+  auto forget = [&](const HC* child, const Parameter& uf, std::size_t row) {
+    std::vector<double> f(H);
+    if (child == nullptr) return f;
+    if (!own) return std::vector<double>(z.begin() + row * H, z.begin() + (row + 1) * H);
+    f = as_double(b.b_f.values());
+    matvec_acc(as_double(uf.values()), child->h, f);
     return f;
   };
-  const std::vector<double> fl = left ? forget(*left, b.uf_left) : std::vector<double>(H);
-  const std::vector<double> fr = right ? forget(*right, b.uf_right) : std::vector<double>(H);
+  const std::vector<double> fl = forget(left, b.uf_left, 1), fr = forget(right, b.uf_right, 2);
+  const std::size_t gi = 0, go = own ? 1 : 3, gu = own ? 2 : 4;
   HC out{std::vector<double>(H), std::vector<double>(H)};
   for (std::size_t k = 0; k < H; ++k) {
-    double c = sigmoid(z[k]) * std::tanh(z[2 * H + k]);
+    double c = sigmoid(z[gi * H + k]) * std::tanh(z[gu * H + k]);
     if (left != nullptr) c += sigmoid(fl[k]) * left->c[k];
     if (right != nullptr) c += sigmoid(fr[k]) * right->c[k];
     out.c[k] = c;
-    out.h[k] = sigmoid(z[H + k]) * std::tanh(c);
+    out.h[k] = sigmoid(z[go * H + k]) * std::tanh(c);
   }
   return out;
 }
 
-TEST(TreeLstmBuilder, OwnChildForgetGatesMatchTheirEquations) {
-  constexpr std::int64_t kInput = 3, kHidden = 5;
-  Rng rng;
-  Model m(rng.gen()());
-  TreeLstmBuilder tree(m, kInput, kHidden, TreeForget::OwnChild);
-  EXPECT_EQ(tree.forget(), TreeForget::OwnChild);
-  EXPECT_EQ(tree.b.dim().size(), 3 * kHidden);
-  EXPECT_EQ(tree.uf_left.dim().size(), kHidden * kHidden);
-  std::vector<std::vector<double>> xs;
-  for (int i = 0; i < 4; ++i) xs.push_back(rng.uniform(sz(kInput)));
+// ((x0 x1) x2) with an input at the root too, for both forget-gate forms.
+TEST(TreeLstmBuilder, MatchesItsEquations) {
+  for (TreeForget forget : {TreeForget::AllChildren, TreeForget::OwnChild}) {
+    SCOPED_TRACE(forget == TreeForget::OwnChild ? "own-child forget gates" : "all-children");
+    constexpr std::int64_t kInput = 3, kHidden = 5;
+    Rng rng;
+    Model m(rng.gen()());
+    TreeLstmBuilder tree(m, kInput, kHidden, forget);
+    EXPECT_EQ(tree.forget(), forget);
+    const std::int64_t gates = forget == TreeForget::OwnChild ? 3 : 5;
+    EXPECT_EQ(tree.b.dim().size(), gates * kHidden);
+    EXPECT_EQ(tree.uf_left.valid(), forget == TreeForget::OwnChild);
+    if (forget == TreeForget::OwnChild) {
+      EXPECT_EQ(tree.uf_left.dim().size(), kHidden * kHidden);
+    }
+    std::vector<std::vector<double>> xs;
+    for (int i = 0; i < 4; ++i) xs.push_back(rng.uniform(sz(kInput)));
 
-  const HC l0 = own_child_tree_lstm_by_equations(tree, &xs[0], nullptr, nullptr);
-  const HC l1 = own_child_tree_lstm_by_equations(tree, &xs[1], nullptr, nullptr);
-  const HC l2 = own_child_tree_lstm_by_equations(tree, &xs[2], nullptr, nullptr);
-  const HC n01 = own_child_tree_lstm_by_equations(tree, nullptr, &l0, &l1);
-  const HC root = own_child_tree_lstm_by_equations(tree, &xs[3], &n01, &l2);
+    const HC l0 = tree_lstm_by_equations(tree, &xs[0], nullptr, nullptr);
+    const HC l1 = tree_lstm_by_equations(tree, &xs[1], nullptr, nullptr);
+    const HC l2 = tree_lstm_by_equations(tree, &xs[2], nullptr, nullptr);
+    const HC n01 = tree_lstm_by_equations(tree, nullptr, &l0, &l1);
+    const HC root = tree_lstm_by_equations(tree, &xs[3], &n01, &l2);
 
-  Graph g;
-  tree.new_graph(g);
-  std::vector<Expr> in;
-  for (const auto& x : xs) in.push_back(input(g, {kInput}, x));
-  const auto s01 = tree.compose(tree.leaf(in[0]), tree.leaf(in[1]));
-  const auto s = tree.compose(s01, tree.leaf(in[2]), in[3]);
-  CpuExecutor ex(Precision::F64);
-  ex.forward(g, s.h);
-  EXPECT_LE(test::rel_error(ex.value(s01.h), n01.h), 1e-13);
-  EXPECT_LE(test::rel_error(ex.value(s.h), root.h), 1e-13);
-  EXPECT_LE(test::rel_error(ex.value(s.c), root.c), 1e-13);
+    Graph g;
+    tree.new_graph(g);
+    std::vector<Expr> in;
+    for (const auto& x : xs) in.push_back(input(g, {kInput}, x));
+    const auto s01 = tree.compose(tree.leaf(in[0]), tree.leaf(in[1]));
+    const auto s = tree.compose(s01, tree.leaf(in[2]), in[3]);
+    CpuExecutor ex(Precision::F64);
+    ex.forward(g, s.h);  // the last node
+    EXPECT_LE(test::rel_error(ex.value(s01.h), n01.h), 1e-13);
+    EXPECT_LE(test::rel_error(ex.value(s.h), root.h), 1e-13);
+    EXPECT_LE(test::rel_error(ex.value(s.c), root.c), 1e-13);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

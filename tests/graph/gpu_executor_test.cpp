@@ -100,17 +100,8 @@ constexpr int kRandomGraphs = 150;
 
 TEST(GpuExecutors, RandomGraphsMatchCpuReference) {
   PRNN_REQUIRE_GPU();
-  Rng rng;
-  std::printf("gpu random graphs: PRNN_TEST_SEED=%llu\n",
-              static_cast<unsigned long long>(rng.seed()));
-  RandomGraphModel rm(rng.gen()());
-  for (int graph_index = 0; graph_index < kRandomGraphs; ++graph_index) {
-    SCOPED_TRACE("graph " + std::to_string(graph_index));
-    Graph g(rng.gen()(), rng.integer(0, 1) == 1);
-    const Expr loss = random_graph(g, rm, rng);
-    expect_equivalent(g, loss, rm.m);
-    if (::testing::Test::HasFailure()) return;
-  }
+  check_random_graphs("gpu random graphs", kRandomGraphs,
+                      [](Graph& g, Expr loss, Model& m) { expect_equivalent(g, loss, m); });
 }
 
 TEST(GpuExecutors, TreeLstmBatchMatchesCpuReference) {
@@ -125,24 +116,11 @@ TEST(GpuExecutors, TreeLstmBatchMatchesCpuReference) {
 
 TEST(GpuExecutors, BiLstmWithDropoutMatchesCpuReference) {
   PRNN_REQUIRE_GPU();
-  constexpr std::int64_t kVocab = 20, kInput = 5, kHid = 4, kTags = 3, kSequences = 6;
   Rng rng;
-  Model m(rng.gen()());
-  const LookupParameter emb = m.add_lookup_parameters(kVocab, {kInput});
-  BiLstmBuilder bilstm(m, kInput, kHid);
-  const Parameter out_w = m.add_parameters({kTags, 2 * kHid}), out_b = m.add_parameters({kTags});
+  BiLstmDropoutFixture f(rng);
   Graph g(rng.gen()(), true);
-  bilstm.new_graph(g);
-  const Expr w = parameter(g, out_w), b = parameter(g, out_b);
-  std::vector<Expr> losses;
-  for (std::int64_t s = 0; s < kSequences; ++s) {
-    std::vector<Expr> xs;
-    for (std::int64_t t = rng.integer(1, 9); t > 0; --t)
-      xs.push_back(dropout(lookup(g, emb, rng.integer(0, kVocab - 1)), 0.25));
-    for (const Expr& h : bilstm.transduce(xs))
-      losses.push_back(pick_neg_log_softmax(affine_transform({b, w, h}), rng.integer(0, kTags - 1)));
-  }
-  expect_equivalent(g, sum(losses), m);
+  const Expr loss = f.build(g, rng);
+  expect_equivalent(g, loss, f.m);
 }
 
 // Dropout nodes of different rates (0 among them) in one batch: the rate is not in the

@@ -4,12 +4,14 @@
 // form), over shared parameter nodes and one lookup table; the loss sums 1ᵀ·last·1 per replica.
 #pragma once
 
-#include <functional>
-#include <random>
-#include <vector>
+#include <gtest/gtest.h>
 
+#include <cstdio>
+#include <functional>
 #include <memory>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "prnn/data.h"
 #include "prnn/error.h"
@@ -125,8 +127,9 @@ class TreeFixture {
       std::vector<TreeLstmBuilder::State> state(tr.nodes.size());
       for (std::size_t i = 0; i < tr.nodes.size(); ++i) {
         const data::TreeNode& node = tr.nodes[i];
-        state[i] = node.is_leaf() ? tree->leaf(lookup(g, emb, node.word))
-                                  : tree->compose(state[test::sz(node.left)], state[test::sz(node.right)]);
+        state[i] = node.is_leaf()
+                       ? tree->leaf(lookup(g, emb, node.word))
+                       : tree->compose(state[test::sz(node.left)], state[test::sz(node.right)]);
         losses.push_back(pick_neg_log_softmax(affine_transform({b, w, state[i].h}), node.label));
       }
     }
@@ -138,6 +141,53 @@ class TreeFixture {
   std::vector<data::Tree> trees;
   LookupParameter emb;
   std::unique_ptr<TreeLstmBuilder> tree;
+  Parameter out_w, out_b;
+};
+
+// `count` random graphs over one RandomGraphModel (half of them with dropout on), each given to
+// check(g, loss, model); stops at the first failure. The seed is printed under `label`.
+template <class Check>
+void check_random_graphs(const char* label, int count, const Check& check) {
+  test::Rng rng;
+  std::printf("%s: PRNN_TEST_SEED=%llu\n", label, static_cast<unsigned long long>(rng.seed()));
+  RandomGraphModel rm(rng.gen()());
+  for (int graph_index = 0; graph_index < count; ++graph_index) {
+    SCOPED_TRACE("graph " + std::to_string(graph_index));
+    Graph g(rng.gen()(), rng.integer(0, 1) == 1);
+    const Expr loss = random_graph(g, rm, rng);
+    check(g, loss, rm.m);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+// A BiLSTM tagger graph over 6 sequences of 1..9 random words with dropout 0.25 on every embedding
+// (so dropout batches form), summing the per-word tag losses. The Model lives in the fixture.
+struct BiLstmDropoutFixture {
+  static constexpr std::int64_t kVocab = 20, kInput = 5, kHid = 4, kTags = 3, kSequences = 6;
+  explicit BiLstmDropoutFixture(test::Rng& rng)
+      : m(rng.gen()()),
+        emb(m.add_lookup_parameters(kVocab, {kInput})),
+        bilstm(m, kInput, kHid),
+        out_w(m.add_parameters({kTags, 2 * kHid})),
+        out_b(m.add_parameters({kTags})) {}
+  // Builds the losses into g (made with a seed and dropout on); returns their sum.
+  Expr build(Graph& g, test::Rng& rng) {
+    bilstm.new_graph(g);
+    const Expr w = parameter(g, out_w), b = parameter(g, out_b);
+    std::vector<Expr> losses;
+    for (std::int64_t s = 0; s < kSequences; ++s) {
+      std::vector<Expr> xs;
+      for (std::int64_t t = rng.integer(1, 9); t > 0; --t)
+        xs.push_back(dropout(lookup(g, emb, rng.integer(0, kVocab - 1)), 0.25));
+      for (const Expr& h : bilstm.transduce(xs))
+        losses.push_back(
+            pick_neg_log_softmax(affine_transform({b, w, h}), rng.integer(0, kTags - 1)));
+    }
+    return sum(losses);
+  }
+  Model m;
+  LookupParameter emb;
+  BiLstmBuilder bilstm;
   Parameter out_w, out_b;
 };
 
