@@ -327,6 +327,17 @@ enum class BatchStrategy : std::uint8_t {
 };
 const char* to_string(BatchStrategy s);
 
+// Elementwise (loop) fusion after batching: a run of consecutive batches of elementwise ops (add,
+// sub, cmult, tanh, logistic, relu, sum, dropout) over equally sized values executes as one
+// fused group - on the GPU one kernel launch per direction instead of one per batch. Nodes split
+// into lanes (the group's connected components), each run element by element on its own; results
+// equal unfused execution up to fp32 rounding (graph/autobatch.h states the guarantee).
+enum class Fusion : std::uint8_t {
+  None,         // every batch runs on its own
+  Elementwise,  // runs of elementwise batches run as fused groups
+};
+const char* to_string(Fusion f);
+
 // What the last forward/backward of an AutobatchExecutor did. Times are host wall clock.
 struct AutobatchStats {
   struct PerSignature {
@@ -334,8 +345,12 @@ struct AutobatchStats {
     std::size_t batches = 0;
     std::size_t nodes = 0;
   };
-  std::size_t nodes = 0;    // nodes planned (0..last)
-  std::size_t batches = 0;  // batches run by forward
+  std::size_t nodes = 0;          // nodes planned (0..last)
+  std::size_t batches = 0;        // batches run by forward
+  std::size_t groups = 0;         // fused groups (Fusion::Elementwise)
+  std::size_t fused_batches = 0;  // batches inside those groups
+  // Operations forward runs: batches outside groups plus one per group.
+  std::size_t operations() const { return batches - fused_batches + groups; }
   double average_batch_size() const {
     return batches == 0 ? 0.0 : static_cast<double>(nodes) / static_cast<double>(batches);
   }
@@ -346,9 +361,11 @@ struct AutobatchStats {
 };
 
 // fp32 on the host. Agrees with CpuExecutor up to the summation order inside batched products.
+// A fused group runs lane by lane, each lane's nodes in order (the registry's loops per node).
 class AutobatchExecutor final : public Executor {
  public:
-  explicit AutobatchExecutor(BatchStrategy strategy = BatchStrategy::Agenda);
+  explicit AutobatchExecutor(BatchStrategy strategy = BatchStrategy::Agenda,
+                             Fusion fusion = Fusion::Elementwise);
   ~AutobatchExecutor() override;
   const char* name() const override { return "autobatch-cpu"; }
   void forward(Graph& g, Expr last) override;
@@ -356,12 +373,14 @@ class AutobatchExecutor final : public Executor {
   std::vector<double> value(Expr e) const override;
   std::vector<double> gradient(Expr e) const override;
   BatchStrategy strategy() const { return strategy_; }
+  Fusion fusion() const { return fusion_; }
   const AutobatchStats& stats() const;
 
   struct State;  // internal
 
  private:
   BatchStrategy strategy_;
+  Fusion fusion_;
   std::unique_ptr<State> state_;
 };
 
@@ -408,10 +427,13 @@ class GpuExecutor final : public Executor {
 // batch), one small kernel per batch for the other ops,
 // and backward in reverse batch order with deterministic segmented scatter-adds (no float
 // atomics: results are identical run to run). fp32, no TF32. Model copies as GpuExecutor.
-// Agrees with CpuExecutor up to fp32 summation order (cuBLAS's inside products).
+// With Fusion::Elementwise a fused group is one kernel per direction (one thread per lane and
+// element; its backward falls back to one launch per batch when two lanes would add into the same
+// gradient memory). Agrees with CpuExecutor up to fp32 summation order (cuBLAS's inside products).
 class GpuAutobatchExecutor final : public Executor {
  public:
-  explicit GpuAutobatchExecutor(BatchStrategy strategy = BatchStrategy::Agenda);
+  explicit GpuAutobatchExecutor(BatchStrategy strategy = BatchStrategy::Agenda,
+                                Fusion fusion = Fusion::Elementwise);
   ~GpuAutobatchExecutor() override;
   const char* name() const override { return "autobatch-gpu"; }
   void forward(Graph& g, Expr last) override;
@@ -419,6 +441,7 @@ class GpuAutobatchExecutor final : public Executor {
   std::vector<double> value(Expr e) const override;
   std::vector<double> gradient(Expr e) const override;
   BatchStrategy strategy() const { return strategy_; }
+  Fusion fusion() const { return fusion_; }
   // Planning and host-side times as AutobatchExecutor's (forward_seconds / backward_seconds are
   // host wall clock of building and issuing the launches, without waiting for the device).
   const AutobatchStats& stats() const;
@@ -428,15 +451,26 @@ class GpuAutobatchExecutor final : public Executor {
 
  private:
   BatchStrategy strategy_;
+  Fusion fusion_;
   std::unique_ptr<State> state_;
 };
 
 // Executors by name, for command lines and benchmarks: "cpu" (CpuExecutor, fp32),
 // "cpu-autobatch" (AutobatchExecutor, agenda), "cpu-autobatch-depth", "gpu" (GpuExecutor),
-// "gpu-autobatch" (GpuAutobatchExecutor, agenda), "gpu-autobatch-depth". Throws
-// InvalidArgument for another name, Unsupported for a GPU executor without CUDA or a GPU.
-inline constexpr const char* kExecutorNames[] = {"cpu", "cpu-autobatch", "cpu-autobatch-depth",
-                                                 "gpu", "gpu-autobatch", "gpu-autobatch-depth"};
+// "gpu-autobatch" (GpuAutobatchExecutor, agenda), "gpu-autobatch-depth"; the autobatching ones
+// fuse elementwise batches, and with the suffix "-unfused" do not. Throws InvalidArgument for
+// another name, Unsupported for a GPU executor without CUDA or a GPU.
+inline constexpr const char* kExecutorNames[] = {
+    "cpu",
+    "cpu-autobatch",
+    "cpu-autobatch-depth",
+    "cpu-autobatch-unfused",
+    "cpu-autobatch-depth-unfused",
+    "gpu",
+    "gpu-autobatch",
+    "gpu-autobatch-depth",
+    "gpu-autobatch-unfused",
+    "gpu-autobatch-depth-unfused"};
 std::unique_ptr<Executor> make_executor(const std::string& name);
 
 // ---- Trainers ----------------------------------------------------------------------------------

@@ -132,7 +132,124 @@ void agenda_schedule(const Graph& g, const BatchPlan& plan, size_t n, std::vecto
   PRNN_ASSERT(scheduled == n);
 }
 
+// Union-find over node ids with rollback (union by size, no path compression), for the lanes of
+// a fused group: a batch's unions are undone when they would make a lane too long.
+class Lanes {
+ public:
+  explicit Lanes(size_t n) : parent_(n), size_(n, 1), label_(n, -1) {
+    for (size_t i = 0; i < n; ++i) parent_[i] = static_cast<NodeId>(i);
+  }
+  // A label per lane root (-1 until set), for numbering the lanes of a group.
+  int& label(NodeId root) { return label_[idx(root)]; }
+  NodeId find(NodeId a) const {
+    while (parent_[idx(a)] != a) a = parent_[idx(a)];
+    return a;
+  }
+  // Joins the lanes of a and b; returns the size of the joined lane.
+  int unite(NodeId a, NodeId b) {
+    NodeId ra = find(a), rb = find(b);
+    if (ra == rb) return size_[idx(ra)];
+    if (size_[idx(ra)] < size_[idx(rb)]) std::swap(ra, rb);
+    parent_[idx(rb)] = ra;
+    size_[idx(ra)] += size_[idx(rb)];
+    log_.push_back(rb);
+    return size_[idx(ra)];
+  }
+  void commit() { log_.clear(); }
+  void rollback() {
+    for (size_t i = log_.size(); i-- > 0;) {
+      const NodeId rb = log_[i], ra = parent_[idx(rb)];
+      size_[idx(ra)] -= size_[idx(rb)];
+      parent_[idx(rb)] = rb;
+    }
+    log_.clear();
+  }
+
+ private:
+  std::vector<NodeId> parent_;
+  std::vector<int> size_;
+  std::vector<NodeId> log_;  // roots attached since the last commit
+  std::vector<int> label_;
+};
+
+// The fused groups of graph/autobatch.h over plan.batches.
+void fuse_elementwise(const Graph& g, BatchPlan& plan) {
+  const size_t n_batches = plan.batches.size();
+  plan.group_of.assign(n_batches, -1);
+  Lanes lanes(plan.batch_of.size());
+  const auto first_node = [&](size_t b) -> const Node& { return g.node(plan.batches[b].nodes.front()); };
+  size_t b = 0;
+  while (b < n_batches) {
+    if (!is_elementwise(first_node(b).op)) {
+      ++b;
+      continue;
+    }
+    const std::int64_t size = first_node(b).dim.size();
+    const size_t begin = b;
+    size_t end = b + 1;
+    for (; end < n_batches; ++end) {
+      const Node& f = first_node(end);
+      if (!is_elementwise(f.op) || f.dim.size() != size) break;
+      bool fits = true;
+      for (NodeId id : plan.batches[end].nodes)
+        for (NodeId a : g.node(id).args) {
+          const auto ab = static_cast<size_t>(plan.batch_of[idx(a)]);
+          if (ab >= begin && ab < end && lanes.unite(id, a) > kMaxLaneNodes) fits = false;
+        }
+      if (!fits) {
+        lanes.rollback();
+        break;
+      }
+      lanes.commit();
+    }
+    b = end;
+    if (end - begin < 2) continue;
+    // Lanes by first node in schedule order, nodes in schedule order.
+    std::vector<std::vector<NodeId>> members;
+    std::vector<NodeId> roots;
+    for (size_t k = begin; k < end; ++k)
+      for (NodeId id : plan.batches[k].nodes) {
+        const NodeId r = lanes.find(id);
+        int& l = lanes.label(r);
+        if (l < 0) {
+          l = static_cast<int>(members.size());
+          members.emplace_back();
+          roots.push_back(r);
+        }
+        members[static_cast<size_t>(l)].push_back(id);
+      }
+    for (NodeId r : roots) lanes.label(r) = -1;
+    FusedGroup group;
+    group.begin = static_cast<int>(begin);
+    group.end = static_cast<int>(end);
+    group.size = size;
+    group.lane_first.push_back(0);
+    for (const auto& m : members) {
+      group.nodes.insert(group.nodes.end(), m.begin(), m.end());
+      group.lane_first.push_back(static_cast<int>(group.nodes.size()));
+    }
+    for (size_t k = begin; k < end; ++k) plan.group_of[k] = static_cast<int>(plan.groups.size());
+    plan.groups.push_back(std::move(group));
+  }
+}
+
 }  // namespace
+
+bool is_elementwise(Op op) {
+  switch (op) {
+    case Op::Add:
+    case Op::Sub:
+    case Op::CMult:
+    case Op::Tanh:
+    case Op::Logistic:
+    case Op::Relu:
+    case Op::Sum:
+    case Op::Dropout:
+      return true;
+    default:
+      return false;
+  }
+}
 
 bool is_shared_argument(Op op, size_t position) {
   switch (op) {
@@ -149,7 +266,11 @@ const char* to_string(BatchStrategy s) {
   return s == BatchStrategy::Depth ? "depth" : "agenda";
 }
 
-BatchPlan plan_batches(const Graph& g, NodeId last, BatchStrategy strategy) {
+const char* to_string(Fusion f) {
+  return f == Fusion::Elementwise ? "elementwise" : "none";
+}
+
+BatchPlan plan_batches(const Graph& g, NodeId last, BatchStrategy strategy, Fusion fusion) {
   PRNN_EXPECT(last >= 0 && idx(last) < g.size(), "autobatch: node {} is not in the graph ({} nodes)",
               last, g.size());
   const size_t n = idx(last) + 1;
@@ -184,7 +305,29 @@ BatchPlan plan_batches(const Graph& g, NodeId last, BatchStrategy strategy) {
       plan.batch_of[id] = static_cast<int>(b);
       plan.slot_of[id] = static_cast<int>(k);
     }
+  if (fusion == Fusion::Elementwise)
+    fuse_elementwise(g, plan);
+  else
+    plan.group_of.assign(plan.batches.size(), -1);
   return plan;
+}
+
+AutobatchStats plan_statistics(const BatchPlan& plan, double plan_seconds) {
+  AutobatchStats stats;
+  stats.plan_seconds = plan_seconds;
+  stats.nodes = plan.batch_of.size();
+  stats.batches = plan.batches.size();
+  stats.groups = plan.groups.size();
+  for (const FusedGroup& group : plan.groups) stats.fused_batches += idx(group.end - group.begin);
+  stats.per_signature.resize(plan.signatures.size());
+  for (size_t i = 0; i < plan.signatures.size(); ++i)
+    stats.per_signature[i].name = plan.signatures[i].name;
+  for (const Batch& b : plan.batches) {
+    auto& ps = stats.per_signature[idx(b.signature)];
+    ps.batches += 1;
+    ps.nodes += b.nodes.size();
+  }
+  return stats;
 }
 
 BatchPlan plan_per_node(const Graph& g, NodeId last) {
@@ -204,6 +347,7 @@ BatchPlan plan_per_node(const Graph& g, NodeId last) {
     plan.batches[id] = Batch{-1, {static_cast<NodeId>(id)}};
     plan.batch_of[id] = static_cast<int>(id);
   }
+  plan.group_of.assign(n, -1);
   return plan;
 }
 

@@ -14,6 +14,12 @@
 //   Backward: batches in reverse, restricted to members the loss depends on: gather y, dy and the
 //             arguments, compute packed dx per position, scatter-add into the arguments'
 //             gradients; a shared W gets dW = Σ over the whole batch, accumulated once per batch.
+//   Fused groups (graph/autobatch.h): lane after lane, forward the lane's nodes in order, backward
+//             in reverse (nodes the loss depends on only), each node by the registry's loop over
+//             its elements, reading and accumulating in place. Per element this is the GPU's
+//             program order; lanes run one after the other in both directions, so an argument
+//             edge between two lanes (which the planner must never produce) reads an unfinished
+//             value in one direction or the other and shows up in the comparisons with CpuExecutor.
 // Matches CpuExecutor up to the summation order of dW (one sum over the batch instead of one per
 // node) and of gradient scatter-adds: about 1e-6 relative in fp32.
 #include <algorithm>
@@ -204,6 +210,37 @@ class Runner {
     }
   }
 
+  void forward(const FusedGroup& group) {
+    std::vector<const float*> xs;
+    for (NodeId id : group.nodes) {  // lane by lane, in lane order
+      const Node& node = g_.node(id);
+      xs.clear();
+      for (NodeId a : node.args) xs.push_back(value(a));
+      const OpCall<float> call{g_, node, id, xs};
+      op_info(node.op).forward<float>()(call, value(id));
+    }
+  }
+
+  // Lane by lane, each lane's nodes in reverse; nodes not `needed` are skipped.
+  void backward(const FusedGroup& group, const std::vector<bool>& needed) {
+    std::vector<const float*> xs;
+    std::vector<float*> dxs;
+    for (size_t l = 0; l < group.lanes(); ++l)
+      for (int k = group.lane_first[l + 1]; k-- > group.lane_first[l];) {
+        const NodeId id = group.nodes[static_cast<size_t>(k)];
+        if (!needed[idx(id)]) continue;
+        const Node& node = g_.node(id);
+        xs.clear();
+        dxs.clear();
+        for (NodeId a : node.args) {
+          xs.push_back(value(a));
+          dxs.push_back(grad(a));
+        }
+        const OpCall<float> call{g_, node, id, xs, value(id), grad(id)};
+        op_info(node.op).backward<float>()(call, dxs);
+      }
+  }
+
   // Members of `batch` in `live` only; dL/d(member) must be final (all users done).
   void backward(const std::vector<NodeId>& live) {
     Packed p = pack(live);
@@ -301,8 +338,8 @@ struct AutobatchExecutor::State {
   AutobatchStats stats;
 };
 
-AutobatchExecutor::AutobatchExecutor(BatchStrategy strategy)
-    : strategy_(strategy), state_(std::make_unique<State>()) {}
+AutobatchExecutor::AutobatchExecutor(BatchStrategy strategy, Fusion fusion)
+    : strategy_(strategy), fusion_(fusion), state_(std::make_unique<State>()) {}
 
 AutobatchExecutor::~AutobatchExecutor() = default;
 
@@ -319,19 +356,8 @@ void AutobatchExecutor::forward(Graph& g, Expr last) {
   s.has_gradients = false;
 
   const auto t_plan = Clock::now();
-  s.plan = plan_batches(g, last.id, strategy_);
-  AutobatchStats stats;
-  stats.plan_seconds = seconds_since(t_plan);
-  stats.nodes = static_cast<std::size_t>(last.id) + 1;
-  stats.batches = s.plan.batches.size();
-  stats.per_signature.resize(s.plan.signatures.size());
-  for (std::size_t i = 0; i < s.plan.signatures.size(); ++i)
-    stats.per_signature[i].name = s.plan.signatures[i].name;
-  for (const Batch& b : s.plan.batches) {
-    auto& ps = stats.per_signature[idx(b.signature)];
-    ps.batches += 1;
-    ps.nodes += b.nodes.size();
-  }
+  s.plan = plan_batches(g, last.id, strategy_, fusion_);
+  AutobatchStats stats = plan_statistics(s.plan, seconds_since(t_plan));
 
   const auto t_run = Clock::now();
   s.buffers.value.assign(s.plan.batches.size(), {});
@@ -341,7 +367,15 @@ void AutobatchExecutor::forward(Graph& g, Expr last) {
     s.buffers.value[b].assign(batch.nodes.size() * numel(g.node(batch.nodes.front()).dim), 0.0f);
   }
   Runner run(g, s.plan, s.buffers);
-  for (const Batch& batch : s.plan.batches) run.forward(batch);
+  for (std::size_t b = 0; b < s.plan.batches.size();) {
+    const int group = s.plan.group_of[b];
+    if (group < 0) {
+      run.forward(s.plan.batches[b++]);
+      continue;
+    }
+    run.forward(s.plan.groups[idx(group)]);
+    b = idx(s.plan.groups[idx(group)].end);
+  }
   stats.forward_seconds = seconds_since(t_run);
 
   s.stats = std::move(stats);
@@ -374,6 +408,12 @@ void AutobatchExecutor::backward(Graph& g, Expr loss) {
   run.grad(loss.id)[0] = 1.0f;
   std::vector<NodeId> live;
   for (std::size_t b = s.plan.batches.size(); b-- > 0;) {
+    if (const int group = s.plan.group_of[b]; group >= 0) {
+      const FusedGroup& fused = s.plan.groups[idx(group)];
+      run.backward(fused, needed);
+      b = idx(fused.begin);  // the loop steps on to the batch before the group
+      continue;
+    }
     live.clear();
     for (NodeId id : s.plan.batches[b].nodes)
       if (needed[idx(id)]) live.push_back(id);

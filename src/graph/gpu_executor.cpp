@@ -1184,7 +1184,8 @@ DeviceTimes GpuExecutor::device_times() const {
 
 // ---- GpuAutobatchExecutor ------------------------------------------------------------------------
 
-GpuAutobatchExecutor::GpuAutobatchExecutor(BatchStrategy strategy) : strategy_(strategy) {
+GpuAutobatchExecutor::GpuAutobatchExecutor(BatchStrategy strategy, Fusion fusion)
+    : strategy_(strategy), fusion_(fusion) {
   require_gpu("GpuAutobatchExecutor");
   state_ = std::make_unique<State>();
 }
@@ -1194,19 +1195,9 @@ void GpuAutobatchExecutor::forward(Graph& g, Expr last) {
   check_forward("gpu autobatch executor", g, last);
   State& s = *state_;
   const auto t_plan = Clock::now();
-  BatchPlan plan = plan_batches(g, last.id, strategy_);
-  AutobatchStats stats;
-  stats.plan_seconds = seconds_since(t_plan);
-  stats.nodes = idx(last.id) + 1;
-  stats.batches = plan.batches.size();
-  stats.per_signature.resize(plan.signatures.size());
-  for (size_t i = 0; i < plan.signatures.size(); ++i)
-    stats.per_signature[i].name = plan.signatures[i].name;
-  for (const Batch& b : plan.batches) {
-    auto& ps = stats.per_signature[idx(b.signature)];
-    ps.batches += 1;
-    ps.nodes += b.nodes.size();
-  }
+  // Fused groups are planned (stats) but not yet run as such: every batch on its own.
+  BatchPlan plan = plan_batches(g, last.id, strategy_, fusion_);
+  AutobatchStats stats = plan_statistics(plan, seconds_since(t_plan));
   const auto t_run = Clock::now();
   s.run.forward(g, last.id, std::move(plan));
   stats.forward_seconds = seconds_since(t_run);
@@ -1264,7 +1255,8 @@ DeviceTimes GpuExecutor::device_times() const {
   no_cuda("GpuExecutor");
 }
 
-GpuAutobatchExecutor::GpuAutobatchExecutor(BatchStrategy strategy) : strategy_(strategy) {
+GpuAutobatchExecutor::GpuAutobatchExecutor(BatchStrategy strategy, Fusion fusion)
+    : strategy_(strategy), fusion_(fusion) {
   no_cuda("GpuAutobatchExecutor");
 }
 GpuAutobatchExecutor::~GpuAutobatchExecutor() = default;
