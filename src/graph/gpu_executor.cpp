@@ -30,6 +30,12 @@
 //   for packing and two GEMMs per weight (a shared W's dW from one GEMM over the batch, beta = 1);
 //   Parameter and Lookup batches scatter-add into the Model's device gradients (lookups grouped
 //   by row, marking the touched rows). No float atomics.
+// Fused groups (graph/autobatch.h, Fusion::Elementwise): forward one fused_elementwise_forward
+//   per group, the lanes' programs in the tables (an operand in the same lane from registers,
+//   else from memory); backward one fused_elementwise_backward per group with a node the loss
+//   depends on, when its gradient destinations allow a thread to own every element it adds to
+//   (no memory shared between lanes, a lane's spans pairwise equal or disjoint); otherwise the
+//   group's batches one by one in reverse, as unfused.
 // Launch counts: every kernel launch, cuBLAS call, memset and copy is counted (DeviceTimes).
 #include <fmt/format.h>
 
@@ -67,6 +73,8 @@ using std::size_t;
 using Clock = std::chrono::steady_clock;
 
 static_assert(kOpCount == 17, "a new op needs a GPU kernel family in gpu_executor.cpp");
+static_assert(kMaxLaneNodes <= gpu::kFusedLaneSlots,
+              "a lane of a fused group must fit the fused kernels' registers");
 
 constexpr cudaStream_t kStream = nullptr;  // the legacy default stream: ordered with the trainers
 constexpr size_t kAlignFloats = 4;         // 16-byte aligned batch slots and scratch pieces
@@ -219,6 +227,11 @@ gpu::Pointwise pointwise_of(Op op) {
   return gpu::Pointwise::Add;
 }
 
+gpu::FusedOp fused_op_of(Op op) {
+  if (op == Op::Dropout) return gpu::FusedOp::Dropout;
+  return static_cast<gpu::FusedOp>(pointwise_of(op));  // the same codes (gpu_kernels.cu checks)
+}
+
 bool contiguous(const std::vector<const float*>& xs, size_t stride) {
   for (size_t b = 1; b < xs.size(); ++b)
     if (xs[b] != xs[0] + b * stride) return false;
@@ -289,7 +302,16 @@ class Runner {
     layout(g, last);
     tables_.clear();
     launches_.clear();
-    for (const Batch& batch : plan.batches) build_forward(batch);
+    for (size_t b = 0; b < plan.batches.size();) {
+      const int group = plan.group_of[b];
+      if (group < 0) {
+        build_forward(plan.batches[b++]);
+        continue;
+      }
+      const FusedGroup& fused = plan.groups[idx(group)];
+      build_forward_group(fused);
+      b = idx(fused.end);
+    }
     std::vector<float> inputs(input_floats_);
     for (size_t id = 0; id < n_; ++id) {
       const Node& node = g.nodes()[id];
@@ -320,7 +342,15 @@ class Runner {
     tables_.clear();
     launches_.clear();
     tickets_needed_ = 0;
-    for (size_t b = plan.batches.size(); b-- > 0;) build_backward(plan.batches[b]);
+    for (size_t b = plan.batches.size(); b-- > 0;) {
+      if (const int group = plan.group_of[b]; group >= 0) {
+        const FusedGroup& fused = plan.groups[idx(group)];
+        build_backward_group(fused);
+        b = idx(fused.begin);  // the loop steps on to the batch before the group
+        continue;
+      }
+      build_backward(plan.batches[b]);
+    }
 
     bwd_events_.start();
     issued_ = 0;
@@ -423,6 +453,8 @@ class Runner {
     value_.assign(n_, nullptr);
     grad_.assign(n_, nullptr);
     grad_view_.assign(n_, false);
+    lane_of_.assign(n_, -1);
+    lane_slot_.assign(n_, -1);
     for (size_t id = 0; id < n_; ++id) {
       const Node& node = g.nodes()[id];
       grad_[id] = grads_.floats() + offset_[id];
@@ -856,6 +888,136 @@ class Runner {
     scatter(list);
   }
 
+  // ---- fused elementwise groups -------------------------------------------------------------
+
+  // Where a group's program lies in the tables (gpu::FusedElementwise).
+  struct FusedTables {
+    size_t lane_first = 0, op = 0, arg_first = 0, src = 0, x = 0, y = 0, node = 0, rate = 0;
+    size_t dy = 0, dx = 0;
+    bool dropout = false, backward = false;
+  };
+
+  // Appends the program of `group` to the tables: per lane its nodes in order, per node its op
+  // and operands (an argument in the group is in the same lane, earlier: its slot; else -1).
+  FusedTables fused_tables(const FusedGroup& group, bool backward) {
+    std::vector<std::int64_t> lane_first(group.lane_first.begin(), group.lane_first.end());
+    std::vector<std::int64_t> ops, arg_first{0}, src, ids;
+    std::vector<double> rates;
+    std::vector<const float*> xs;
+    std::vector<float*> ys, dys, dxs;
+    FusedTables t;
+    t.backward = backward;
+    for (size_t l = 0; l < group.lanes(); ++l) {
+      const size_t k0 = idx(group.lane_first[l]), k1 = idx(group.lane_first[l + 1]);
+      PRNN_ASSERT(k1 - k0 <= idx(gpu::kFusedLaneSlots));
+      for (size_t k = k0; k < k1; ++k) {
+        lane_of_[idx(group.nodes[k])] = static_cast<int>(l);
+        lane_slot_[idx(group.nodes[k])] = static_cast<int>(k - k0);
+      }
+      for (size_t k = k0; k < k1; ++k) {
+        const NodeId id = group.nodes[k];
+        const Node& node = g_->node(id);
+        ops.push_back(static_cast<std::int64_t>(fused_op_of(node.op)));
+        for (NodeId a : node.args) {
+          const int ab = plan.batch_of[idx(a)];
+          const bool inside = ab >= group.begin && ab < group.end;
+          PRNN_ASSERT(!inside || (lane_of_[idx(a)] == static_cast<int>(l) &&
+                                  idx(lane_slot_[idx(a)]) < k - k0));
+          src.push_back(inside ? lane_slot_[idx(a)] : -1);
+          xs.push_back(value(a));
+          if (backward) dxs.push_back(grad(a));
+        }
+        arg_first.push_back(static_cast<std::int64_t>(xs.size()));
+        ys.push_back(values_.floats() + offset_[idx(id)]);
+        if (backward) dys.push_back(grad(id));
+        ids.push_back(id);
+        rates.push_back(node.p);
+        t.dropout = t.dropout || node.op == Op::Dropout;
+      }
+    }
+    t.lane_first = tables_.ints(lane_first);
+    t.op = tables_.ints(ops);
+    t.arg_first = tables_.ints(arg_first);
+    t.src = tables_.ints(src);
+    t.x = tables_.pointers(xs);
+    t.y = tables_.pointers(ys);
+    if (t.dropout) {
+      t.node = tables_.ints(ids);
+      t.rate = tables_.reals(rates);
+    }
+    if (backward) {
+      t.dy = tables_.pointers(dys);
+      t.dx = tables_.pointers(dxs);
+    }
+    return t;
+  }
+
+  gpu::FusedElementwise fused_params(const FusedGroup& group) const {
+    gpu::FusedElementwise p;
+    p.L = as_int(group.lanes(), "lanes");
+    p.n = group.size;
+    p.dropout = dropout_args();
+    return p;
+  }
+
+  // The table pointers of p (valid once the tables are uploaded: call inside a launch).
+  void bind(gpu::FusedElementwise& p, const FusedTables& t) const {
+    p.lane_first = tables_.at<const std::int64_t>(t.lane_first);
+    p.op = tables_.at<const std::int64_t>(t.op);
+    p.arg_first = tables_.at<const std::int64_t>(t.arg_first);
+    p.src = tables_.at<const std::int64_t>(t.src);
+    p.x = tables_.at<const float* const>(t.x);
+    p.y = tables_.at<float* const>(t.y);
+    p.node = t.dropout ? tables_.at<const std::int64_t>(t.node) : nullptr;
+    p.rate = t.dropout ? tables_.at<const double>(t.rate) : nullptr;
+    p.dy = t.backward ? tables_.at<float* const>(t.dy) : nullptr;
+    p.dx = t.backward ? tables_.at<float* const>(t.dx) : nullptr;
+  }
+
+  void build_forward_group(const FusedGroup& group) {
+    const FusedTables t = fused_tables(group, false);
+    launch([this, p = fused_params(group), t]() mutable {
+      bind(p, t);
+      gpu::fused_elementwise_forward(p, kStream);
+    });
+  }
+
+  // Whether one thread owns every gradient element it adds to: the group's own gradients and
+  // its operands' outside, a lane's equal pointers taken once, pairwise disjoint.
+  bool fused_destinations_disjoint(const FusedGroup& group) const {
+    std::vector<Span> spans;
+    std::vector<const float*> mine;
+    for (size_t l = 0; l < group.lanes(); ++l) {
+      mine.clear();
+      const auto add = [&](const float* p) {
+        if (std::find(mine.begin(), mine.end(), p) != mine.end()) return;
+        mine.push_back(p);
+        spans.push_back({p, idx(group.size)});
+      };
+      for (int k = group.lane_first[l]; k < group.lane_first[l + 1]; ++k) {
+        const NodeId id = group.nodes[idx(k)];
+        add(grad(id));
+        for (NodeId a : g_->node(id).args) add(grad(a));
+      }
+    }
+    return disjoint(std::move(spans));
+  }
+
+  void build_backward_group(const FusedGroup& group) {
+    if (std::none_of(group.nodes.begin(), group.nodes.end(),
+                     [&](NodeId id) { return needed_[idx(id)]; }))
+      return;
+    if (!fused_destinations_disjoint(group)) {  // unfused, batch by batch
+      for (int b = group.end; b-- > group.begin;) build_backward(plan.batches[idx(b)]);
+      return;
+    }
+    const FusedTables t = fused_tables(group, true);
+    launch([this, p = fused_params(group), t]() mutable {
+      bind(p, t);
+      gpu::fused_elementwise_backward(p, kStream);
+    });
+  }
+
   // ---- forward / backward of one batch ---------------------------------------------------------
 
   std::vector<const float*> argument_values(const std::vector<NodeId>& members) const {
@@ -1101,6 +1263,7 @@ class Runner {
   std::vector<float*> grad_;     // where dL/d(node) lives: its slot, or inside its argument's
   std::vector<bool> grad_view_;  // ... inside its argument's (an exclusive PickRange)
   std::vector<bool> needed_;
+  std::vector<int> lane_of_, lane_slot_;  // per node of the group being built: lane, slot in it
   size_t value_floats_ = 0, input_floats_ = 0, scratch_floats_ = 0, scratch_used_ = 0;
   float* input_base_ = nullptr;
   float* scratch_base_ = nullptr;
@@ -1195,7 +1358,6 @@ void GpuAutobatchExecutor::forward(Graph& g, Expr last) {
   check_forward("gpu autobatch executor", g, last);
   State& s = *state_;
   const auto t_plan = Clock::now();
-  // Fused groups are planned (stats) but not yet run as such: every batch on its own.
   BatchPlan plan = plan_batches(g, last.id, strategy_, fusion_);
   AutobatchStats stats = plan_statistics(plan, seconds_since(t_plan));
   const auto t_run = Clock::now();

@@ -8,7 +8,8 @@
 //   softmax family: one CTA of kRowThreads per member (column vector), block reductions for the
 //     maximum and the sum of exponentials in shared memory;
 //   copy_pieces: as scatter_add, one CTA per piece;
-//   small products: kProductThreads (8 warps) per CTA, see the contracts at their kernels.
+//   small products: kProductThreads (8 warps) per CTA, see the contracts at their kernels;
+//   fused elementwise groups: as the element-wise families over the L·n (lane, element) pairs.
 // Backward kernels write their dx through put(): += (GradWrite::Add) or = (GradWrite::Store).
 // Index math in int64 (a batch's B*width may exceed 2^31 for large hidden sizes).
 #include <cuda_runtime.h>
@@ -105,6 +106,38 @@ __global__ void scatter_add_kernel(int D, float* const* __restrict__ dst,
 }
 
 // ---- pointwise --------------------------------------------------------------------------------
+// One element of a Pointwise op, shared by the per-batch kernels and the fused programs so that
+// both compute each value and each partial derivative with the same expression.
+
+// f(x0, x1) of every op but Sum (which its callers add up: 0 + x_0 + x_1 + ..., the reference's
+// order); x1 is unused by the unary ops.
+__device__ inline float pointwise_value(Pointwise op, float x0, float x1) {
+  switch (op) {
+    case Pointwise::Add: return x0 + x1;
+    case Pointwise::Sub: return x0 - x1;
+    case Pointwise::CMult: return x0 * x1;
+    case Pointwise::Tanh: return tanhf(x0);
+    case Pointwise::Logistic: return 1.0f / (1.0f + expf(-x0));
+    case Pointwise::Relu: return fmaxf(x0, 0.0f);
+    case Pointwise::Sum: break;
+  }
+  return 0.0f;
+}
+
+// ∂f/∂x_a · g at one element, y = f(...). cmult reads x0 and x1, relu x0, tanh and logistic y.
+__device__ inline float pointwise_partial(Pointwise op, int a, float x0, float x1, float y,
+                                          float g) {
+  switch (op) {
+    case Pointwise::Add:
+    case Pointwise::Sum: return g;
+    case Pointwise::Sub: return a == 0 ? g : -g;
+    case Pointwise::CMult: return a == 0 ? g * x1 : g * x0;
+    case Pointwise::Tanh: return g * (1.0f - y * y);
+    case Pointwise::Logistic: return g * y * (1.0f - y);
+    case Pointwise::Relu: return x0 > 0.0f ? g : 0.0f;
+  }
+  return 0.0f;
+}
 
 __global__ void pointwise_forward_kernel(Pointwise op, int B, int A, std::int64_t n,
                                          const float* const* __restrict__ x,
@@ -114,17 +147,10 @@ __global__ void pointwise_forward_kernel(Pointwise op, int B, int A, std::int64_
     const std::int64_t b = e / n, i = e % n;
     const float* const* xb = x + b * A;
     float r = 0.0f;
-    switch (op) {
-      case Pointwise::Add: r = xb[0][i] + xb[1][i]; break;
-      case Pointwise::Sub: r = xb[0][i] - xb[1][i]; break;
-      case Pointwise::CMult: r = xb[0][i] * xb[1][i]; break;
-      case Pointwise::Tanh: r = tanhf(xb[0][i]); break;
-      case Pointwise::Logistic: r = 1.0f / (1.0f + expf(-xb[0][i])); break;
-      case Pointwise::Relu: r = fmaxf(xb[0][i], 0.0f); break;
-      case Pointwise::Sum:
-        for (int a = 0; a < A; ++a) r += xb[a][i];  // 0 + x_0 + x_1 + ..., the reference's order
-        break;
-    }
+    if (op == Pointwise::Sum)
+      for (int a = 0; a < A; ++a) r += xb[a][i];
+    else
+      r = pointwise_value(op, xb[0][i], A > 1 ? xb[1][i] : 0.0f);
     y[e] = r;
   }
 }
@@ -133,37 +159,22 @@ __global__ void pointwise_backward_kernel(Pointwise op, GradWrite w, int B, int 
                                           const float* const* __restrict__ x,
                                           const float* __restrict__ y,
                                           const float* __restrict__ dy, float* const* dx) {
+  const bool reads_x0 = op == Pointwise::CMult || op == Pointwise::Relu;
+  const bool reads_y = op == Pointwise::Tanh || op == Pointwise::Logistic;
   const std::int64_t total = static_cast<std::int64_t>(B) * n;
   for (std::int64_t e = global_index(); e < total; e += grid_stride()) {
     const std::int64_t b = e / n, i = e % n;
     const float* const* xb = x + b * A;
     float* const* dxb = dx + b * A;
+    const float x0 = reads_x0 ? xb[0][i] : 0.0f;
+    const float x1 = op == Pointwise::CMult ? xb[1][i] : 0.0f;
+    const float yv = reads_y ? y[e] : 0.0f;
     const float g = dy[e];
-    switch (op) {
-      case Pointwise::Add:
-        put(w, &dxb[0][i], g);
-        put(w, &dxb[1][i], g);
-        break;
-      case Pointwise::Sub:
-        put(w, &dxb[0][i], g);
-        put(w, &dxb[1][i], -g);
-        break;
-      case Pointwise::CMult:
-        put(w, &dxb[0][i], g * xb[1][i]);
-        put(w, &dxb[1][i], g * xb[0][i]);
-        break;
-      case Pointwise::Tanh: put(w, &dxb[0][i], g * (1.0f - y[e] * y[e])); break;
-      case Pointwise::Logistic: put(w, &dxb[0][i], g * y[e] * (1.0f - y[e])); break;
-      case Pointwise::Relu:
-        if (xb[0][i] > 0.0f)
-          put(w, &dxb[0][i], g);
-        else if (w == GradWrite::Store)
-          dxb[0][i] = 0.0f;
-        break;
-      case Pointwise::Sum:
-        for (int a = 0; a < A; ++a) put(w, &dxb[a][i], g);
-        break;
+    if (op == Pointwise::Relu && !(x0 > 0.0f)) {  // nothing flows: leave an accumulated dx as is
+      if (w == GradWrite::Store) dxb[0][i] = 0.0f;
+      continue;
     }
+    for (int a = 0; a < A; ++a) put(w, &dxb[a][i], pointwise_partial(op, a, x0, x1, yv, g));
   }
 }
 
@@ -272,6 +283,143 @@ __global__ void dropout_backward_kernel(DropoutArgs d, GradWrite w, int B, std::
   for (std::int64_t e = global_index(); e < total; e += grid_stride()) {
     const std::int64_t b = e / n, i = e % n;
     put(w, &dx[b][i], dy[e] * dropout_scale_at(d, node[b], p[b], i));
+  }
+}
+
+// ---- fused elementwise groups -----------------------------------------------------------------
+
+static_assert(static_cast<int>(FusedOp::Add) == static_cast<int>(Pointwise::Add) &&
+                  static_cast<int>(FusedOp::Sub) == static_cast<int>(Pointwise::Sub) &&
+                  static_cast<int>(FusedOp::CMult) == static_cast<int>(Pointwise::CMult) &&
+                  static_cast<int>(FusedOp::Tanh) == static_cast<int>(Pointwise::Tanh) &&
+                  static_cast<int>(FusedOp::Logistic) == static_cast<int>(Pointwise::Logistic) &&
+                  static_cast<int>(FusedOp::Relu) == static_cast<int>(Pointwise::Relu) &&
+                  static_cast<int>(FusedOp::Sum) == static_cast<int>(Pointwise::Sum),
+              "a FusedOp below Dropout is the Pointwise op of the same code");
+
+// Reads of the uploaded tables through the read-only path (no kernel writes them), independent
+// of the kernel's stores, so the compiler may issue them early.
+__device__ inline std::int64_t table_int(const std::int64_t* t, std::int64_t k) {
+  return static_cast<std::int64_t>(__ldg(reinterpret_cast<const long long*>(t) + k));
+}
+template <class T>
+__device__ inline T* table_pointer(T* const* t, std::int64_t k) {
+  return reinterpret_cast<T*>(__ldg(reinterpret_cast<const unsigned long long*>(t) + k));
+}
+
+// A lane's registers rs[kFusedLaneSlots]: run-time slot indices through fully unrolled selects,
+// so the array stays in registers (dynamic indexing would put it in local memory).
+using LaneRegisters = float[kFusedLaneSlots];
+__device__ inline float slot_get(const LaneRegisters& rs, std::int64_t s) {
+  float v = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kFusedLaneSlots; ++j) v = j == s ? rs[j] : v;
+  return v;
+}
+__device__ inline void slot_set(LaneRegisters& rs, std::int64_t s, float v) {
+#pragma unroll
+  for (int j = 0; j < kFusedLaneSlots; ++j) rs[j] = j == s ? v : rs[j];
+}
+__device__ inline void slot_add(LaneRegisters& rs, std::int64_t s, float v) {
+#pragma unroll
+  for (int j = 0; j < kFusedLaneSlots; ++j)
+    if (j == s) rs[j] += v;
+}
+
+// Operand o at element i: from the lane's registers (src >= 0) or from memory.
+__device__ inline float fused_operand(const FusedElementwise& p, const LaneRegisters& rs,
+                                      std::int64_t o, std::int64_t i) {
+  const std::int64_t s = table_int(p.src, o);
+  return s >= 0 ? slot_get(rs, s) : table_pointer(p.x, o)[i];
+}
+
+__device__ inline float fused_dropout_scale(const FusedElementwise& p, std::int64_t k,
+                                            std::int64_t i) {
+  return dropout_scale_at(p.dropout, table_int(p.node, k), __ldg(p.rate + k), i);
+}
+
+// Forward of a fused group (contract of FusedElementwise in gpu_kernels.h).
+// Launch:  1-D grid-stride over the L·n (lane, element) pairs, kThreads per CTA; consecutive
+//          threads take consecutive elements of one lane (one program per warp unless a lane
+//          boundary falls inside it).
+// On chip: the lane's values so far in registers (LaneRegisters); each value is also stored to
+//          y[k] (users outside the group, backward and value() read it there).
+// Order:   each value by the per-batch kernels' expression (pointwise_value, the dropout scale):
+//          equal to unfused execution. Every y element written by one thread. Deterministic.
+__global__ void __launch_bounds__(kThreads) fused_forward_kernel(FusedElementwise p) {
+  const std::int64_t total = static_cast<std::int64_t>(p.L) * p.n;
+  for (std::int64_t e = global_index(); e < total; e += grid_stride()) {
+    const std::int64_t lane = e / p.n, i = e % p.n;
+    const std::int64_t k0 = table_int(p.lane_first, lane), k1 = table_int(p.lane_first, lane + 1);
+    LaneRegisters rs;
+#pragma unroll
+    for (int j = 0; j < kFusedLaneSlots; ++j) rs[j] = 0.0f;
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const auto op = static_cast<FusedOp>(table_int(p.op, k));
+      const std::int64_t o0 = table_int(p.arg_first, k), o1 = table_int(p.arg_first, k + 1);
+      float v = 0.0f;
+      if (op == FusedOp::Sum) {
+        for (std::int64_t o = o0; o < o1; ++o) v += fused_operand(p, rs, o, i);
+      } else if (op == FusedOp::Dropout) {
+        v = fused_operand(p, rs, o0, i) * fused_dropout_scale(p, k, i);
+      } else {
+        const float x0 = fused_operand(p, rs, o0, i);
+        const float x1 = o1 - o0 > 1 ? fused_operand(p, rs, o0 + 1, i) : 0.0f;
+        v = pointwise_value(static_cast<Pointwise>(op), x0, x1);
+      }
+      table_pointer(p.y, k)[i] = v;
+      slot_set(rs, k - k0, v);
+    }
+  }
+}
+
+// Backward of a fused group (contract of FusedElementwise in gpu_kernels.h).
+// Launch:  as the forward.
+// On chip: the lane's values (loaded from y) and gradients (loaded from dy: the contributions
+//          of users outside the group) in registers, all loads issued up front; in-lane
+//          contributions accumulate in registers.
+// Order:   instructions in reverse, operand positions in order; a gradient element receives the
+//          group's contributions in that order, after those already in memory (graph/autobatch.h
+//          compares it with unfused execution). Every dy and dx element is read and written by
+//          one thread only (the host's disjointness check): no atomics, deterministic.
+__global__ void __launch_bounds__(kThreads) fused_backward_kernel(FusedElementwise p) {
+  const std::int64_t total = static_cast<std::int64_t>(p.L) * p.n;
+  for (std::int64_t e = global_index(); e < total; e += grid_stride()) {
+    const std::int64_t lane = e / p.n, i = e % p.n;
+    const std::int64_t k0 = table_int(p.lane_first, lane), k1 = table_int(p.lane_first, lane + 1);
+    LaneRegisters ys, gs;
+#pragma unroll
+    for (int j = 0; j < kFusedLaneSlots; ++j) {
+      ys[j] = 0.0f;
+      gs[j] = 0.0f;
+      if (k0 + j < k1) {
+        ys[j] = table_pointer(p.y, k0 + j)[i];
+        gs[j] = table_pointer(p.dy, k0 + j)[i];
+      }
+    }
+    for (std::int64_t k = k1; k-- > k0;) {
+      const float g = slot_get(gs, k - k0), y = slot_get(ys, k - k0);
+      table_pointer(p.dy, k)[i] = g;  // the node's complete gradient
+      const auto op = static_cast<FusedOp>(table_int(p.op, k));
+      const std::int64_t o0 = table_int(p.arg_first, k), o1 = table_int(p.arg_first, k + 1);
+      const bool reads_x = op == FusedOp::CMult || op == FusedOp::Relu;
+      const float x0 = reads_x ? fused_operand(p, ys, o0, i) : 0.0f;
+      const float x1 = op == FusedOp::CMult ? fused_operand(p, ys, o0 + 1, i) : 0.0f;
+      const float scale = op == FusedOp::Dropout ? fused_dropout_scale(p, k, i) : 1.0f;
+      for (std::int64_t o = o0; o < o1; ++o) {
+        const float c = op == FusedOp::Dropout
+                            ? g * scale
+                            : pointwise_partial(static_cast<Pointwise>(op),
+                                                static_cast<int>(o - o0), x0, x1, y, g);
+        const std::int64_t s = table_int(p.src, o);
+        if (s >= 0) {
+          slot_add(gs, s, c);
+        } else {
+          float* d = table_pointer(p.dx, o);
+          d[i] += c;
+        }
+      }
+    }
   }
 }
 
@@ -566,6 +714,32 @@ void dropout_backward(const DropoutArgs& d, GradWrite write, int B, std::int64_t
   if (B == 0 || n == 0) return;
   dropout_backward_kernel<<<blocks_for(B * n), kThreads, 0, stream>>>(d, write, B, n, node, p, dy,
                                                                       dx);
+  PRNN_CHECK_LAUNCH();
+}
+
+namespace {
+void check_fused(const char* fn, const FusedElementwise& p) {
+  check_sizes(fn, p.L, 1, p.n);
+  if (p.L > 0 && p.n > 0 &&
+      (p.lane_first == nullptr || p.op == nullptr || p.arg_first == nullptr || p.src == nullptr ||
+       p.x == nullptr || p.y == nullptr))
+    throw InvalidArgument(std::string(fn) + ": expected the program's tables, got a null table");
+}
+}  // namespace
+
+void fused_elementwise_forward(const FusedElementwise& p, cudaStream_t stream) {
+  check_fused("fused_elementwise_forward", p);
+  if (p.L == 0 || p.n == 0) return;
+  fused_forward_kernel<<<blocks_for(p.L * p.n), kThreads, 0, stream>>>(p);
+  PRNN_CHECK_LAUNCH();
+}
+
+void fused_elementwise_backward(const FusedElementwise& p, cudaStream_t stream) {
+  check_fused("fused_elementwise_backward", p);
+  if (p.L == 0 || p.n == 0) return;
+  if (p.dy == nullptr || p.dx == nullptr)
+    throw InvalidArgument("fused_elementwise_backward: expected dy and dx tables, got null");
+  fused_backward_kernel<<<blocks_for(p.L * p.n), kThreads, 0, stream>>>(p);
   PRNN_CHECK_LAUNCH();
 }
 

@@ -83,6 +83,45 @@ void dropout_backward(const DropoutArgs& d, GradWrite write, int B, std::int64_t
                       const std::int64_t* node, const double* p, const float* dy, float* const* dx,
                       cudaStream_t stream);
 
+// ---- Fused elementwise groups (graph/autobatch.h): a whole group in one launch per direction --
+// The op of one instruction: the Pointwise ops (same values, same codes) and dropout.
+enum class FusedOp : std::uint8_t { Add, Sub, CMult, Tanh, Logistic, Relu, Sum, Dropout };
+
+// Registers per thread for a lane's values and gradients: the most instructions of one lane
+// (the planner's kMaxLaneNodes).
+inline constexpr int kFusedLaneSlots = 16;
+
+// A group of L lanes over n elements each, as a program in the uploaded tables. Lane l runs
+// instructions [lane_first[l], lane_first[l+1]) in order, at most kFusedLaneSlots of them;
+// instruction k computes one node's value y[k] [n] from its operands o in
+// [arg_first[k], arg_first[k+1]) (2 for add, sub, cmult; 1 for tanh, logistic, relu, dropout;
+// >= 1 for sum). Operand o is the value of instruction lane_first[l] + src[o] of the same lane
+// when src[o] >= 0 (kept in registers; src[o] < k - lane_first[l]), else x[o] [n] from memory.
+struct FusedElementwise {
+  int L = 0;
+  std::int64_t n = 0;
+  const std::int64_t* lane_first = nullptr;  // [L+1]
+  const std::int64_t* op = nullptr;          // [I] FusedOp codes
+  const std::int64_t* arg_first = nullptr;   // [I+1]
+  const std::int64_t* src = nullptr;         // [O] slot of an in-lane operand, else -1
+  const float* const* x = nullptr;           // [O] operand values (read where src < 0)
+  float* const* y = nullptr;                 // [I] node values: forward writes, backward reads
+  const std::int64_t* node = nullptr;        // [I] node ids, the dropout mask's hash input
+  const double* rate = nullptr;              // [I] dropout rates (node and rate null: no dropout)
+  DropoutArgs dropout;
+  float* const* dy = nullptr;                // [I] backward: dL/d(node), see below
+  float* const* dx = nullptr;                // [O] backward: dL/d(operand) += (where src < 0)
+};
+// y[k][i] = f_k(operands at element i)  for every lane's instructions in order.
+void fused_elementwise_forward(const FusedElementwise& p, cudaStream_t stream);
+// Per (lane, element), instructions in reverse: dy[k][i] holds on entry what users outside the
+// group added, plus (in registers) what later instructions of the lane add; the sum is stored
+// back as the node's gradient, then each operand (positions in order) receives ∂f_k/∂x · dy[k][i]:
+// in registers within the lane, else dx[o][i] += . Every memory element is read and written by
+// one thread only: the host guarantees that no two lanes' dx spans share memory and that a lane's
+// dx spans are pairwise equal or disjoint. Deterministic; no atomics.
+void fused_elementwise_backward(const FusedElementwise& p, cudaStream_t stream);
+
 // ---- Small products: a whole MatMul / AffineTransform batch in one launch per direction ------
 // A batch of B members of y = [bias +] Σ_{i<P} W_i · x_i with P >= 0 weights W_i [m, k_i]
 // (row-major) shared by the batch, member b's x_i [k_i, n] and bias [m, n], y [B, m, n]

@@ -1,10 +1,11 @@
-// GPU executors: GpuExecutor (one kernel per node) and GpuAutobatchExecutor (depth and agenda)
-// against the fp64 CPU reference on forward values, node gradients, parameter gradients,
-// lookup-row gradients and touched rows, over random graphs, dropouts of mixed rates in one batch,
-// a mini-batch of SST trees through the Tree-LSTM and BiLSTM sequences with dropout; products at
-// the sizes of the fused small kernels and of cuBLAS; destinations that share memory; launch
-// counts; determinism run to run; the device trainers (SGD with momentum and weight decay, Adam) against the host
-// trainers; the Model's device copies.
+// GPU executors: GpuExecutor (one kernel per node) and GpuAutobatchExecutor (depth and agenda,
+// elementwise fusion on and off) against the fp64 CPU reference on forward values, node
+// gradients, parameter gradients, lookup-row gradients and touched rows, over random graphs,
+// dropouts of mixed rates in one batch, a mini-batch of SST trees through the Tree-LSTM and BiLSTM
+// sequences with dropout; products at the sizes of the fused small kernels and of cuBLAS;
+// destinations that share memory; fused against unfused execution; launch counts (fused groups
+// and their backward fallback included); determinism run to run; the device trainers (SGD with
+// momentum and weight decay, Adam) against the host trainers; the Model's device copies.
 // A GPU test never skips: without a device it fails.
 #include <gtest/gtest.h>
 
@@ -58,6 +59,10 @@ std::vector<std::pair<std::string, std::function<std::unique_ptr<Executor>()>>> 
        [] { return std::make_unique<GpuAutobatchExecutor>(BatchStrategy::Depth); }},
       {"autobatch-gpu agenda",
        [] { return std::make_unique<GpuAutobatchExecutor>(BatchStrategy::Agenda); }},
+      {"autobatch-gpu depth unfused",
+       [] { return std::make_unique<GpuAutobatchExecutor>(BatchStrategy::Depth, Fusion::None); }},
+      {"autobatch-gpu agenda unfused",
+       [] { return std::make_unique<GpuAutobatchExecutor>(BatchStrategy::Agenda, Fusion::None); }},
   };
 }
 
@@ -318,6 +323,185 @@ TEST(GpuExecutors, LaunchCountsOfASmallGraph) {
                                           : dynamic_cast<GpuAutobatchExecutor&>(*ex).device_times();
       EXPECT_EQ(t.forward_launches, 4u) << "round " << round;
       EXPECT_EQ(t.backward_launches, 7u) << "round " << round;
+    }
+  }
+}
+
+// ---- Elementwise fusion -------------------------------------------------------------------------
+
+DeviceTimes times_of(const Executor& ex) {
+  return dynamic_cast<const GpuAutobatchExecutor&>(ex).device_times();
+}
+
+// Fused against unfused, the same strategy, on one graph: values equal (the fused kernel computes
+// each one with the per-batch kernels' expression), gradients and the model's gradients equal up
+// to fp32 rounding of reordered additions (graph/autobatch.h: only where one batch adds twice
+// to one element) - 1e-6 of the vector's norm, far below the 1e-4 against the fp64 reference.
+void expect_fused_matches_unfused(Graph& g, Expr loss, Model& m) {
+  for (const BatchStrategy s : {BatchStrategy::Depth, BatchStrategy::Agenda}) {
+    SCOPED_TRACE(to_string(s));
+    GpuAutobatchExecutor fused(s, Fusion::Elementwise), unfused(s, Fusion::None);
+    m.copy_to_host();
+    m.zero_gradients();
+    unfused.forward(g, loss);
+    unfused.backward(g, loss);
+    const ModelGradients want = take_gradients(m);
+    fused.forward(g, loss);
+    fused.backward(g, loss);
+    const ModelGradients got = take_gradients(m);
+    for (NodeId id = 0; id <= loss.id; ++id) {
+      const Expr e{&g, id};
+      const std::string what = std::to_string(id) + " (" + to_string(g.node(id).op) + ")";
+      expect_close(fused.value(e), unfused.value(e), "value of node " + what, 1e-6, 1e-7);
+      expect_close(fused.gradient(e), unfused.gradient(e), "gradient of node " + what, 1e-6, 1e-7);
+    }
+    for (std::size_t i = 0; i < want.dense.size(); ++i)
+      expect_close(got.dense[i], want.dense[i], "parameter " + std::to_string(i), 1e-6, 1e-7);
+    for (std::size_t i = 0; i < want.rows.size(); ++i) {
+      expect_close(got.rows[i], want.rows[i], "lookup table " + std::to_string(i), 1e-6, 1e-7);
+      EXPECT_EQ(got.touched[i], want.touched[i]) << "lookup table " << i;
+    }
+    EXPECT_GT(fused.stats().groups, 0u) << "nothing fused: the test no longer tests fusion";
+    EXPECT_LT(times_of(fused).forward_launches, times_of(unfused).forward_launches);
+    EXPECT_LE(times_of(fused).backward_launches, times_of(unfused).backward_launches);
+  }
+}
+
+TEST(GpuFusion, RandomGraphsFusedMatchUnfused) {
+  PRNN_REQUIRE_GPU();
+  Rng rng;
+  std::printf("gpu fusion random graphs: PRNN_TEST_SEED=%llu\n",
+              static_cast<unsigned long long>(rng.seed()));
+  RandomGraphModel rm(rng.gen()());
+  int fused_graphs = 0;
+  for (int graph_index = 0; graph_index < 100; ++graph_index) {
+    SCOPED_TRACE("graph " + std::to_string(graph_index));
+    Graph g(rng.gen()(), rng.integer(0, 1) == 1);
+    const Expr loss = random_graph(g, rm, rng);
+    if (plan_batches(g, loss.id, BatchStrategy::Depth, Fusion::Elementwise).groups.empty() ||
+        plan_batches(g, loss.id, BatchStrategy::Agenda, Fusion::Elementwise).groups.empty())
+      continue;
+    ++fused_graphs;
+    expect_fused_matches_unfused(g, loss, rm.m);
+    if (::testing::Test::HasFailure()) return;
+  }
+  EXPECT_GT(fused_graphs, 10);
+}
+
+TEST(GpuFusion, TreeLstmFusedMatchesUnfused) {
+  PRNN_REQUIRE_GPU();
+  Rng rng;
+  TreeFixture f(rng.gen()());
+  for (const std::size_t count : {std::size_t{1}, std::size_t{16}}) {
+    SCOPED_TRACE(std::to_string(count) + " trees");
+    Graph g;
+    const Expr loss = f.build(g, 0, count);
+    expect_fused_matches_unfused(g, loss, f.m);
+  }
+}
+
+TEST(GpuFusion, BiLstmWithDropoutFusedMatchesUnfused) {
+  PRNN_REQUIRE_GPU();
+  constexpr std::int64_t kVocab = 20, kInput = 5, kHid = 4, kTags = 3, kSequences = 6;
+  Rng rng;
+  Model m(rng.gen()());
+  const LookupParameter emb = m.add_lookup_parameters(kVocab, {kInput});
+  BiLstmBuilder bilstm(m, kInput, kHid);
+  const Parameter out_w = m.add_parameters({kTags, 2 * kHid}), out_b = m.add_parameters({kTags});
+  Graph g(rng.gen()(), true);
+  bilstm.new_graph(g);
+  const Expr w = parameter(g, out_w), b = parameter(g, out_b);
+  std::vector<Expr> losses;
+  for (std::int64_t s = 0; s < kSequences; ++s) {
+    std::vector<Expr> xs;
+    for (std::int64_t t = rng.integer(1, 9); t > 0; --t)
+      xs.push_back(dropout(lookup(g, emb, rng.integer(0, kVocab - 1)), 0.25));
+    for (const Expr& h : bilstm.transduce(xs))
+      losses.push_back(
+          pick_neg_log_softmax(affine_transform({b, w, dropout(h, 0.5)}), rng.integer(0, kTags - 1)));
+  }
+  expect_fused_matches_unfused(g, sum(losses), m);
+}
+
+// Counted by hand. loss = r · (σ(x) ⊙ tanh(z)): the logistic, tanh and cmult batches are one
+// group. Forward: inputs copy + tables copy + the fused kernel + one small product (unfused: three
+// kernels for the group). Backward: gradients memset + seed copy + tables copy + the small
+// product's backward + the fused kernel (unfused: three).
+TEST(GpuFusion, LaunchCountsOfAFusedGroup) {
+  PRNN_REQUIRE_GPU();
+  Rng rng;
+  Graph g;
+  const Expr x = input(g, {4}, rng.uniform(4)), z = input(g, {4}, rng.uniform(4));
+  const Expr c = cmult(logistic(x), tanh(z));
+  const Expr loss = input(g, Dim{1, 4}, rng.uniform(4)) * c;
+  for (const Fusion f : {Fusion::Elementwise, Fusion::None}) {
+    for (const BatchStrategy s : {BatchStrategy::Depth, BatchStrategy::Agenda}) {
+      SCOPED_TRACE(std::string(to_string(s)) + ", fusion " + to_string(f));
+      GpuAutobatchExecutor ex(s, f);
+      for (int round = 0; round < 2; ++round) {
+        ex.forward(g, loss);
+        ex.backward(g, loss);
+        const DeviceTimes t = ex.device_times();
+        const std::size_t group = f == Fusion::Elementwise ? 1 : 3;
+        EXPECT_EQ(t.forward_launches, 3u + group) << "round " << round;
+        EXPECT_EQ(t.backward_launches, 4u + group) << "round " << round;
+        EXPECT_EQ(ex.stats().groups, f == Fusion::Elementwise ? 1u : 0u);
+      }
+    }
+  }
+  CpuExecutor ref(Precision::F64);
+  ref.forward(g, loss);
+  ref.backward(g, loss);
+  GpuAutobatchExecutor ex;
+  ex.forward(g, loss);
+  ex.backward(g, loss);
+  for (NodeId id = 0; id <= loss.id; ++id) {
+    expect_close(ex.value(Expr{&g, id}), ref.value(Expr{&g, id}), "value " + std::to_string(id));
+    expect_close(ex.gradient(Expr{&g, id}), ref.gradient(Expr{&g, id}),
+                 "gradient " + std::to_string(id));
+  }
+}
+
+// Two lanes of one group add into the gradient of one outside node (x in x ⊙ tanh(a_i)): the
+// fused backward would race there, so that group's backward runs unfused (as many launches as
+// unfused execution) while its forward stays one launch. With the lanes joined by an add, one
+// thread owns x's elements and the backward fuses too. Both against the fp64 reference.
+TEST(GpuFusion, OverlappingDestinationsFallBackToUnfusedBackward) {
+  PRNN_REQUIRE_GPU();
+  Rng rng;
+  for (const bool joined : {false, true}) {
+    SCOPED_TRACE(joined ? "lanes joined" : "lanes apart");
+    Graph g;
+    const Expr x = input(g, {5}, rng.uniform(5));
+    const Expr c1 = cmult(x, tanh(input(g, {5}, rng.uniform(5))));
+    const Expr c2 = cmult(x, tanh(input(g, {5}, rng.uniform(5))));
+    const Expr loss = joined ? input(g, Dim{1, 5}, rng.uniform(5)) * (c1 + c2)
+                             : sum({input(g, Dim{1, 5}, rng.uniform(5)) * c1,
+                                    input(g, Dim{1, 5}, rng.uniform(5)) * c2});
+    const BatchPlan plan = plan_batches(g, loss.id, BatchStrategy::Depth, Fusion::Elementwise);
+    ASSERT_EQ(plan.groups.size(), 1u);
+    EXPECT_EQ(plan.groups[0].lanes(), joined ? 1u : 2u);
+    GpuAutobatchExecutor fused(BatchStrategy::Depth, Fusion::Elementwise),
+        unfused(BatchStrategy::Depth, Fusion::None);
+    for (Executor* ex : {static_cast<Executor*>(&fused), static_cast<Executor*>(&unfused)}) {
+      ex->forward(g, loss);
+      ex->backward(g, loss);
+    }
+    const std::size_t batches = static_cast<std::size_t>(plan.groups[0].end - plan.groups[0].begin);
+    EXPECT_EQ(fused.device_times().forward_launches + batches - 1,
+              unfused.device_times().forward_launches);
+    if (joined) {
+      EXPECT_LT(fused.device_times().backward_launches, unfused.device_times().backward_launches);
+    } else {
+      EXPECT_EQ(fused.device_times().backward_launches, unfused.device_times().backward_launches);
+    }
+    CpuExecutor ref(Precision::F64);
+    ref.forward(g, loss);
+    ref.backward(g, loss);
+    for (NodeId id = 0; id <= loss.id; ++id) {
+      expect_close(fused.value(Expr{&g, id}), ref.value(Expr{&g, id}), "value " + std::to_string(id));
+      expect_close(fused.gradient(Expr{&g, id}), ref.gradient(Expr{&g, id}),
+                   "gradient " + std::to_string(id));
     }
   }
 }
