@@ -145,9 +145,16 @@ void run_layers_bench(const LayersBenchOptions& options, const BenchSink& sink);
 // need a GPU; with `impls` empty they run only when one is present.
 inline constexpr const char* kGraphBenchModels[] = {
     "tree-lstm", "bilstm-tagger", "rvnn", "td-rnn", "td-lstm", "bilstm-char-tagger"};
-inline constexpr const char* kGraphBenchImpls[] = {
-    "prnn-cpu",  "prnn-autobatch-cpu-depth", "prnn-autobatch-cpu-agenda",
-    "prnn-gpu", "prnn-autobatch-gpu-depth", "prnn-autobatch-gpu-agenda"};
+// The autobatching impls fuse elementwise batches (graph::Fusion::Elementwise); the "-unfused"
+// ones run every batch on its own (graph::Fusion::None), for comparison.
+inline constexpr const char* kGraphBenchImpls[] = {"prnn-cpu",
+                                                   "prnn-autobatch-cpu-depth",
+                                                   "prnn-autobatch-cpu-agenda",
+                                                   "prnn-gpu",
+                                                   "prnn-autobatch-gpu-depth",
+                                                   "prnn-autobatch-gpu-agenda",
+                                                   "prnn-autobatch-gpu-depth-unfused",
+                                                   "prnn-autobatch-gpu-agenda-unfused"};
 
 struct GraphBenchOptions {
   std::vector<std::string> models{"tree-lstm", "bilstm-tagger"};  // from kGraphBenchModels

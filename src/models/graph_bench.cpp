@@ -44,10 +44,20 @@ const std::vector<ImplEntry>& impl_table() {
        [] { return std::make_unique<graph::GpuAutobatchExecutor>(graph::BatchStrategy::Depth); }},
       {"prnn-autobatch-gpu-agenda",
        [] { return std::make_unique<graph::GpuAutobatchExecutor>(graph::BatchStrategy::Agenda); }},
+      {"prnn-autobatch-gpu-depth-unfused",
+       [] {
+         return std::make_unique<graph::GpuAutobatchExecutor>(graph::BatchStrategy::Depth,
+                                                              graph::Fusion::None);
+       }},
+      {"prnn-autobatch-gpu-agenda-unfused",
+       [] {
+         return std::make_unique<graph::GpuAutobatchExecutor>(graph::BatchStrategy::Agenda,
+                                                              graph::Fusion::None);
+       }},
   };
   return table;
 }
-static_assert(std::size(kGraphBenchImpls) == 6, "kGraphBenchImpls and impl_table() must agree");
+static_assert(std::size(kGraphBenchImpls) == 8, "kGraphBenchImpls and impl_table() must agree");
 
 bool is_gpu_impl(const std::string& name) {
   return name.find("gpu") != std::string::npos;
@@ -273,7 +283,8 @@ void check_options(const GraphBenchOptions& o) {
     PRNN_EXPECT(contains(kGraphBenchImpls, i),
                 "bench graph: unknown impl '{}'; expected one of prnn-cpu, "
                 "prnn-autobatch-cpu-depth, prnn-autobatch-cpu-agenda, prnn-gpu, "
-                "prnn-autobatch-gpu-depth, prnn-autobatch-gpu-agenda",
+                "prnn-autobatch-gpu-depth, prnn-autobatch-gpu-agenda, "
+                "prnn-autobatch-gpu-depth-unfused, prnn-autobatch-gpu-agenda-unfused",
                 i);
   PRNN_EXPECT(!o.hidden.empty() && !o.batch.empty(), "bench graph: empty hidden or batch list");
   for (std::int64_t h : o.hidden)

@@ -165,7 +165,8 @@ TEST(GraphBenchOnGpu, GpuRowsReportDeviceTime) {
   o.sentences = 8;
   o.repeats = 1;
   o.sst_file = test_data::path("sst_dev_200.txt");
-  o.impls = {"prnn-gpu", "prnn-autobatch-gpu-depth", "prnn-autobatch-gpu-agenda"};
+  o.impls = {"prnn-gpu", "prnn-autobatch-gpu-depth", "prnn-autobatch-gpu-agenda",
+             "prnn-autobatch-gpu-depth-unfused"};
   std::map<std::string, double> gpu_us, launches;
   run_graph_bench(o, [&](const BenchRow& r) {
     if (r.metric == "gpu_us_per_batch") gpu_us[r.impl] = r.value;
@@ -174,13 +175,15 @@ TEST(GraphBenchOnGpu, GpuRowsReportDeviceTime) {
       launches[r.impl] = r.value;
     }
   });
-  ASSERT_EQ(gpu_us.size(), 3u);
+  ASSERT_EQ(gpu_us.size(), 4u);
   for (const auto& [impl, us] : gpu_us) EXPECT_GT(us, 0.0) << impl;
-  ASSERT_EQ(launches.size(), 3u);
+  ASSERT_EQ(launches.size(), 4u);
   for (const auto& [impl, n] : launches) EXPECT_GT(n, 0.0) << impl;
-  // Batching merges launches: the per-node executor issues the most.
+  // Batching merges launches: the per-node executor issues the most; fusing the Tree-LSTM cell's
+  // elementwise batches merges more.
   EXPECT_GT(launches["prnn-gpu"], launches["prnn-autobatch-gpu-depth"]);
   EXPECT_GT(launches["prnn-gpu"], launches["prnn-autobatch-gpu-agenda"]);
+  EXPECT_GT(launches["prnn-autobatch-gpu-depth-unfused"], launches["prnn-autobatch-gpu-depth"]);
 }
 
 }  // namespace

@@ -81,9 +81,10 @@ void add_training_options(CLI::App* cmd, models::TrainingOptions& t, GraphModelO
   cmd->add_option("--seed", t.seed, "Seed of the init and the shuffles")->capture_default_str();
   cmd->add_option("--executor", g.executor,
                   "cpu, cpu-autobatch, cpu-autobatch-depth, gpu (one kernel per node), "
-                  "gpu-autobatch or gpu-autobatch-depth")
-      ->check(CLI::IsMember({"cpu", "cpu-autobatch", "cpu-autobatch-depth", "gpu", "gpu-autobatch",
-                             "gpu-autobatch-depth"}))
+                  "gpu-autobatch or gpu-autobatch-depth; an autobatch one with the suffix "
+                  "-unfused does not fuse elementwise batches")
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(graph::kExecutorNames),
+                                                     std::end(graph::kExecutorNames))))
       ->capture_default_str();
   cmd->add_option("--min-count", g.min_count,
                   "Words seen fewer times in the (limited) training set become <unk>")
