@@ -336,7 +336,9 @@ DeviceTimes times_of(const Executor& ex) {
 // Fused against unfused, the same strategy, on one graph: values equal (the fused kernel computes
 // each one with the per-batch kernels' expression), gradients and the model's gradients equal up
 // to fp32 rounding of reordered additions (graph/autobatch.h: only where one batch adds twice
-// to one element) - 1e-6 of the vector's norm, far below the 1e-4 against the fp64 reference.
+// to one element) and of multiply-adds the compiler may contract in one kernel and not in the
+// other: 1e-5 of the vector's norm (the CPU autobatch executor's bound against the CPU
+// reference), ten times tighter than the 1e-4 against the fp64 reference.
 void expect_fused_matches_unfused(Graph& g, Expr loss, Model& m) {
   for (const BatchStrategy s : {BatchStrategy::Depth, BatchStrategy::Agenda}) {
     SCOPED_TRACE(to_string(s));
@@ -352,13 +354,13 @@ void expect_fused_matches_unfused(Graph& g, Expr loss, Model& m) {
     for (NodeId id = 0; id <= loss.id; ++id) {
       const Expr e{&g, id};
       const std::string what = std::to_string(id) + " (" + to_string(g.node(id).op) + ")";
-      expect_close(fused.value(e), unfused.value(e), "value of node " + what, 1e-6, 1e-7);
-      expect_close(fused.gradient(e), unfused.gradient(e), "gradient of node " + what, 1e-6, 1e-7);
+      expect_close(fused.value(e), unfused.value(e), "value of node " + what, 1e-5, 1e-6);
+      expect_close(fused.gradient(e), unfused.gradient(e), "gradient of node " + what, 1e-5, 1e-6);
     }
     for (std::size_t i = 0; i < want.dense.size(); ++i)
-      expect_close(got.dense[i], want.dense[i], "parameter " + std::to_string(i), 1e-6, 1e-7);
+      expect_close(got.dense[i], want.dense[i], "parameter " + std::to_string(i), 1e-5, 1e-6);
     for (std::size_t i = 0; i < want.rows.size(); ++i) {
-      expect_close(got.rows[i], want.rows[i], "lookup table " + std::to_string(i), 1e-6, 1e-7);
+      expect_close(got.rows[i], want.rows[i], "lookup table " + std::to_string(i), 1e-5, 1e-6);
       EXPECT_EQ(got.touched[i], want.touched[i]) << "lookup table " << i;
     }
     EXPECT_GT(fused.stats().groups, 0u) << "nothing fused: the test no longer tests fusion";
