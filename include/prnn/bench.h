@@ -138,6 +138,9 @@ void run_layers_bench(const LayersBenchOptions& options, const BenchSink& sink);
 //                      executor up to summation order (a check, not a timing)
 //   gpu_us_per_batch   device time of forward + backward per mini-batch,       us
 //                      CUDA events (GPU executors only; graph::DeviceTimes)
+//   build_us_per_batch host time forward + backward spend deciding what to    us
+//                      issue (layout, launch tables, checks) before issuing it
+//                      (GPU executors only; graph::DeviceTimes)
 //   launches_per_graph GPU operations (kernels, cuBLAS calls, memsets, copies) launches
 //                      of forward + backward per mini-batch graph (GPU executors
 //                      only; graph::DeviceTimes; the trainer's update not counted)

@@ -394,6 +394,10 @@ struct DeviceTimes {
   // copies (the uploads of inputs and launch tables included).
   std::size_t forward_launches = 0;
   std::size_t backward_launches = 0;  // ... by backward
+  // Host time forward / backward spent deciding what to issue (layout, launch tables, checks),
+  // before issuing the first operation: the executor's own host cost, apart from the CUDA calls.
+  double forward_build_seconds = 0.0;
+  double backward_build_seconds = 0.0;
 };
 
 // The eager-framework baseline on the GPU: one kernel or one cuBLAS call per node (a node's

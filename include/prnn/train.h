@@ -79,7 +79,9 @@ struct LongMemoryConfig {
   double adam_eps = 1e-8;
   std::uint64_t seed = 1;         // parameter init and the data stream
   // Stop once this many consecutive batches are classified 100% correctly (the paper's
-  // convergence criterion is 5); 0 never stops early.
+  // convergence criterion is 5), and at least kMinPerfectSequences sequences in a row, so that a
+  // small batch cannot pass by chance (five perfect batches of 2 are a coin's 1 in 1024; see
+  // perfect_batches_needed); 0 never stops early.
   std::int64_t stop_after_perfect = 5;
   std::string checkpoint;         // file to save to (and resume from); empty: no checkpoints
   std::int64_t save_every = 0;    // save every this many iterations as well as at the end; 0: end
@@ -87,11 +89,16 @@ struct LongMemoryConfig {
   TrainBackend backend = TrainBackend::Auto;
 };
 
+// The streak that counts as convergence: max(stop_after_perfect, ceil(kMinPerfectSequences / B))
+// consecutive perfect batches (0 when stop_after_perfect is 0). At B >= 13 that is the paper's 5.
+inline constexpr std::int64_t kMinPerfectSequences = 64;
+std::int64_t perfect_batches_needed(const LongMemoryConfig& c);
+
 struct LongMemoryResult {
   TrainResult train;                   // over the iterations this call ran
   std::int64_t start_iteration = 0;    // iterations restored from the checkpoint (0: fresh)
   std::int64_t last_iteration = 0;     // the last iteration run (== iterations unless converged)
-  bool converged = false;              // stop_after_perfect consecutive perfect batches seen
+  bool converged = false;              // perfect_batches_needed consecutive perfect batches seen
   std::int64_t converged_iteration = 0;  // the iteration that completed the streak
   double last_loss = 0.0;              // loss of the last iteration's batch
   double last_accuracy = 0.0;

@@ -295,6 +295,7 @@ class Runner {
   DeviceTimes times;
 
   void forward(const Graph& g, NodeId last, BatchPlan p) {
+    const auto built_from = Clock::now();
     graph = nullptr;
     has_gradients = false;
     plan = std::move(p);
@@ -320,6 +321,7 @@ class Runner {
       for (size_t i = 0; i < numel(node.dim); ++i)
         inputs[input_offset_[id] + i] = static_cast<float>(v[node.input_offset + i]);
     }
+    const double build = seconds_since(built_from);
     fwd_events_.start();
     issued_ = 0;
     if (!inputs.empty()) copy_to_device(input_base_, inputs.data(), inputs.size() * sizeof(float));
@@ -328,11 +330,13 @@ class Runner {
     fwd_events_.stop();
     times = DeviceTimes{};
     times.forward_launches = issued_;
+    times.forward_build_seconds = build;
     graph = &g;
     computed = n_;
   }
 
   void backward(const Graph& g, NodeId loss) {
+    const auto built_from = Clock::now();
     const size_t n = idx(loss) + 1;
     needed_.assign(n_, false);
     needed_[n - 1] = true;
@@ -351,6 +355,7 @@ class Runner {
       }
       build_backward(plan.batches[b]);
     }
+    times.backward_build_seconds = seconds_since(built_from);
 
     bwd_events_.start();
     issued_ = 0;

@@ -536,6 +536,12 @@ LongMemoryCheckpoint read_long_memory_checkpoint(const std::string& path) {
   return ck;
 }
 
+std::int64_t perfect_batches_needed(const LongMemoryConfig& c) {
+  if (c.stop_after_perfect <= 0) return 0;
+  const std::int64_t batch = std::max<std::int64_t>(c.batch, 1);
+  return std::max(c.stop_after_perfect, (kMinPerfectSequences + batch - 1) / batch);
+}
+
 LongMemoryResult train_long_memory(const LongMemoryConfig& c,
                                    const std::function<void(const TrainProgress&)>& on_progress) {
   validate(c);
@@ -571,9 +577,8 @@ LongMemoryResult train_long_memory(const LongMemoryConfig& c,
                                   c.hidden, c.hidden, c.steps, c.batch);
   result.start_iteration = state.iteration;
   result.last_iteration = state.iteration;
-  auto converged = [&] {
-    return c.stop_after_perfect > 0 && state.perfect_streak >= c.stop_after_perfect;
-  };
+  const std::int64_t needed = perfect_batches_needed(c);
+  auto converged = [&] { return needed > 0 && state.perfect_streak >= needed; };
   auto save = [&] {
     if (c.checkpoint.empty()) return;
     trainer.get_state(state.params, state.adam_m, state.adam_v);

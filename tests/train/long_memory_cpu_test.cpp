@@ -120,6 +120,25 @@ TEST(LongMemoryCpu, LearnsAtTinyT) {
   EXPECT_LT(r.last_loss, 0.5 * r.train.first_loss);
 }
 
+// A streak of perfect batches counts only with at least kMinPerfectSequences sequences in it:
+// at batch 2, five perfect batches happen by chance once in 1024 windows.
+TEST(LongMemoryCpu, ConvergenceStreakCoversEnoughSequences) {
+  LongMemoryConfig c;
+  c.stop_after_perfect = 5;
+  c.batch = 32;
+  EXPECT_EQ(perfect_batches_needed(c), 5);
+  c.batch = 13;
+  EXPECT_EQ(perfect_batches_needed(c), 5);
+  c.batch = 2;
+  EXPECT_EQ(perfect_batches_needed(c), 32);
+  c.batch = 1;
+  EXPECT_EQ(perfect_batches_needed(c), 64);
+  c.stop_after_perfect = 100;
+  EXPECT_EQ(perfect_batches_needed(c), 100);
+  c.stop_after_perfect = 0;
+  EXPECT_EQ(perfect_batches_needed(c), 0);
+}
+
 TEST(LongMemoryCpu, ResumeIsBitwiseEqualToStraightRun) {
   constexpr std::int64_t kN = 5, kM = 4;
   TempFile straight("straight.ckpt"), split("split.ckpt");

@@ -47,7 +47,11 @@ std::string host_description() {
     if (begin != std::string::npos) model = line.substr(begin);
     break;
   }
-  return fmt::format("{}, {} cores", model, std::thread::hardware_concurrency());
+  // The kernel release tells the host's runtime apart (a sandboxed one adds to every CUDA call,
+  // which the host-bound graph benches feel).
+  std::string kernel = "unknown kernel";
+  if (std::ifstream release("/proc/sys/kernel/osrelease"); release) std::getline(release, kernel);
+  return fmt::format("{}, {} cores, kernel {}", model, std::thread::hardware_concurrency(), kernel);
 }
 
 void run_with_csv(const BenchCommon& common, const std::function<void(const BenchSink&)>& body) {

@@ -382,7 +382,7 @@ void run_long_memory_command(const LongMemoryConfig& config, std::int64_t log_ev
     fmt::print("already converged at iteration {} (the checkpoint's)\n", r.converged_iteration);
   } else if (r.converged) {
     fmt::print("converged: {} consecutive batches 100% correct at iteration {} ({:.1f} s this run)\n",
-               config.stop_after_perfect, r.converged_iteration, t.seconds);
+               perfect_batches_needed(config), r.converged_iteration, t.seconds);
   } else {
     fmt::print("not converged: stopped at iteration {}\n", r.last_iteration);
   }
@@ -424,7 +424,8 @@ void add_train_command(CLI::App& app) {
                  "Last iteration to run (counting those a resumed checkpoint has done)")
       ->check(CLI::PositiveNumber)->capture_default_str();
   lm->add_option("--stop-after", c.stop_after_perfect,
-                 "Stop after this many consecutive 100%-correct batches (0: never)")
+                 "Stop after this many consecutive 100%-correct batches, and at least 64 "
+                 "sequences in a row (0: never)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   lm->add_option("--checkpoint", c.checkpoint, "Checkpoint file (saved periodically and at the end)");
   lm->add_flag("--resume", c.resume, "Resume from --checkpoint (its config is the default)");
