@@ -2,7 +2,9 @@
 #include "graph/autobatch.h"
 
 #include <algorithm>
-#include <map>
+#include <cstdint>
+#include <span>
+#include <unordered_map>
 #include <utility>
 
 #include "core/check.h"
@@ -16,9 +18,10 @@ size_t idx(NodeId id) {
   return static_cast<size_t>(id);
 }
 
-std::vector<std::int64_t> signature_key(const Graph& g, const Node& n) {
-  std::vector<std::int64_t> key = {static_cast<std::int64_t>(n.op), n.dim.rows, n.dim.cols,
-                                   static_cast<std::int64_t>(n.args.size())};
+// The signature of n into `key` (cleared first; a buffer reused across nodes).
+void signature_key(const Graph& g, const Node& n, std::vector<std::int64_t>& key) {
+  key.assign({static_cast<std::int64_t>(n.op), n.dim.rows, n.dim.cols,
+              static_cast<std::int64_t>(n.args.size())});
   for (size_t p = 0; p < n.args.size(); ++p) {
     if (is_shared_argument(n.op, p)) {
       key.push_back(n.args[p]);
@@ -40,8 +43,28 @@ std::vector<std::int64_t> signature_key(const Graph& g, const Node& n) {
     default:
       break;
   }
-  return key;
 }
+
+// Interned signatures: looked up by a view of the key buffer, so only a new signature copies it.
+struct KeyHash {
+  using is_transparent = void;
+  size_t operator()(std::span<const std::int64_t> k) const {
+    std::uint64_t h = 0x9e3779b97f4a7c15ull ^ k.size();
+    for (std::int64_t v : k) {
+      h ^= static_cast<std::uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    }
+    return static_cast<size_t>(h);
+  }
+  size_t operator()(const std::vector<std::int64_t>& k) const {
+    return (*this)(std::span<const std::int64_t>(k));
+  }
+};
+struct KeyEqual {
+  using is_transparent = void;
+  bool operator()(std::span<const std::int64_t> a, std::span<const std::int64_t> b) const {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+};
 
 std::string signature_name(const Node& n) {
   std::string s = fmt::format("{} {}", to_string(n.op), to_string(n.dim));
@@ -56,8 +79,9 @@ std::string signature_name(const Node& n) {
 }
 
 void depth_schedule(const BatchPlan& plan, size_t n, std::vector<Batch>& out) {
-  // (depth, first node of the signature) -> batch
-  std::map<std::pair<int, int>, size_t> where;
+  // (depth, first node of the signature) -> batch; the batches in that key order at the end.
+  std::unordered_map<std::uint64_t, size_t> where;
+  std::vector<std::uint64_t> keys;
   std::vector<int> first_node(plan.signatures.size(), -1);
   for (size_t id = 0; id < n; ++id) {
     int& f = first_node[static_cast<size_t>(plan.signature_of[id])];
@@ -68,14 +92,20 @@ void depth_schedule(const BatchPlan& plan, size_t n, std::vector<Batch>& out) {
     const int sig = plan.signature_of[id];
     const bool batchable = plan.signatures[static_cast<size_t>(sig)].batchable;
     // Unbatchable nodes get a key of their own (their node id in place of the signature).
-    const std::pair<int, int> k{plan.depth[id],
-                                batchable ? first_node[static_cast<size_t>(sig)]
-                                          : static_cast<int>(id)};
+    const auto first = static_cast<std::uint32_t>(
+        batchable ? first_node[static_cast<size_t>(sig)] : static_cast<int>(id));
+    const std::uint64_t k = (static_cast<std::uint64_t>(plan.depth[id]) << 32) | first;
     auto [it, fresh] = where.try_emplace(k, groups.size());
-    if (fresh) groups.push_back(Batch{sig, {}});
+    if (fresh) {
+      groups.push_back(Batch{sig, {}});
+      keys.push_back(k);
+    }
     groups[it->second].nodes.push_back(static_cast<NodeId>(id));
   }
-  for (const auto& [k, i] : where) out.push_back(std::move(groups[i]));
+  std::vector<size_t> by_key(groups.size());
+  for (size_t i = 0; i < by_key.size(); ++i) by_key[i] = i;
+  std::sort(by_key.begin(), by_key.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
+  for (size_t i : by_key) out.push_back(std::move(groups[i]));
 }
 
 void agenda_schedule(const Graph& g, const BatchPlan& plan, size_t n, std::vector<Batch>& out) {
@@ -178,6 +208,8 @@ void fuse_elementwise(const Graph& g, BatchPlan& plan) {
   plan.group_of.assign(n_batches, -1);
   Lanes lanes(plan.batch_of.size());
   const auto first_node = [&](size_t b) -> const Node& { return g.node(plan.batches[b].nodes.front()); };
+  std::vector<NodeId> order, roots;  // a group's nodes in schedule order, its lanes' roots
+  std::vector<int> lane_of, cursor;  // each of those nodes' lane; fill positions per lane
   size_t b = 0;
   while (b < n_batches) {
     if (!is_elementwise(first_node(b).op)) {
@@ -204,30 +236,34 @@ void fuse_elementwise(const Graph& g, BatchPlan& plan) {
     }
     b = end;
     if (end - begin < 2) continue;
-    // Lanes by first node in schedule order, nodes in schedule order.
-    std::vector<std::vector<NodeId>> members;
-    std::vector<NodeId> roots;
+    // Lanes by first node in schedule order, nodes in schedule order: each node's lane in one
+    // pass, then a counting sort by lane.
+    order.clear();
+    lane_of.clear();
+    roots.clear();
     for (size_t k = begin; k < end; ++k)
       for (NodeId id : plan.batches[k].nodes) {
         const NodeId r = lanes.find(id);
         int& l = lanes.label(r);
         if (l < 0) {
-          l = static_cast<int>(members.size());
-          members.emplace_back();
+          l = static_cast<int>(roots.size());
           roots.push_back(r);
         }
-        members[static_cast<size_t>(l)].push_back(id);
+        order.push_back(id);
+        lane_of.push_back(l);
       }
     for (NodeId r : roots) lanes.label(r) = -1;
     FusedGroup group;
     group.begin = static_cast<int>(begin);
     group.end = static_cast<int>(end);
     group.size = size;
-    group.lane_first.push_back(0);
-    for (const auto& m : members) {
-      group.nodes.insert(group.nodes.end(), m.begin(), m.end());
-      group.lane_first.push_back(static_cast<int>(group.nodes.size()));
-    }
+    group.lane_first.assign(roots.size() + 1, 0);
+    for (int l : lane_of) ++group.lane_first[static_cast<size_t>(l) + 1];
+    for (size_t l = 0; l < roots.size(); ++l) group.lane_first[l + 1] += group.lane_first[l];
+    cursor.assign(group.lane_first.begin(), group.lane_first.end() - 1);
+    group.nodes.resize(order.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      group.nodes[static_cast<size_t>(cursor[static_cast<size_t>(lane_of[i])]++)] = order[i];
     for (size_t k = begin; k < end; ++k) plan.group_of[k] = static_cast<int>(plan.groups.size());
     plan.groups.push_back(std::move(group));
   }
@@ -277,17 +313,20 @@ BatchPlan plan_batches(const Graph& g, NodeId last, BatchStrategy strategy, Fusi
   BatchPlan plan;
   plan.signature_of.resize(n);
   plan.depth.resize(n);
-  std::map<std::vector<std::int64_t>, int> interned;
+  std::unordered_map<std::vector<std::int64_t>, int, KeyHash, KeyEqual> interned;
+  std::vector<std::int64_t> key;
   for (size_t id = 0; id < n; ++id) {
     const Node& node = g.nodes()[id];
     int d = 0;
     for (NodeId a : node.args) d = std::max(d, plan.depth[idx(a)] + 1);
     plan.depth[id] = d;
-    auto key = signature_key(g, node);
-    auto [it, fresh] = interned.try_emplace(key, static_cast<int>(plan.signatures.size()));
-    if (fresh)
-      plan.signatures.push_back(Signature{node.op, node.dim, node.op != Op::Parameter,
-                                          std::move(key), signature_name(node)});
+    signature_key(g, node, key);
+    auto it = interned.find(std::span<const std::int64_t>(key));
+    if (it == interned.end()) {
+      it = interned.emplace(key, static_cast<int>(plan.signatures.size())).first;
+      plan.signatures.push_back(
+          Signature{node.op, node.dim, node.op != Op::Parameter, key, signature_name(node)});
+    }
     plan.signature_of[id] = it->second;
   }
 

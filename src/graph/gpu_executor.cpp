@@ -134,6 +134,20 @@ class Tables {
     for (double x : v) words_.push_back(std::bit_cast<std::uint64_t>(x));
     return at;
   }
+  // Room for n words at the end, filled in place through words(at) (valid until the next
+  // append); returns where they start.
+  size_t append(size_t n) {
+    const size_t at = words_.size();
+    words_.resize(at + n);
+    return at;
+  }
+  std::uint64_t* words(size_t at) { return words_.data() + at; }
+  template <class P>
+  static std::uint64_t word(P* p) {
+    return std::bit_cast<std::uint64_t>(p);
+  }
+  static std::uint64_t word(std::int64_t v) { return static_cast<std::uint64_t>(v); }
+  static std::uint64_t word(double v) { return std::bit_cast<std::uint64_t>(v); }
   // Returns whether a copy was issued (none for empty tables).
   bool upload(Arena& dev) {
     base_ = static_cast<std::uint64_t*>(dev.reserve(std::max<size_t>(words_.size(), 1) * 8));
@@ -313,7 +327,8 @@ class Runner {
       build_forward_group(fused);
       b = idx(fused.end);
     }
-    std::vector<float> inputs(input_floats_);
+    std::vector<float>& inputs = inputs_;
+    inputs.assign(input_floats_, 0.0f);
     for (size_t id = 0; id < n_; ++id) {
       const Node& node = g.nodes()[id];
       if (node.op != Op::Input) continue;
@@ -438,28 +453,41 @@ class Runner {
     // A PickRange's gradient is a view of its argument's where that is exact: every user of
     // the argument is a PickRange and their ranges are disjoint, so the range receives exactly
     // what flows through the pick. Elsewhere the pick keeps its own gradient slot.
-    std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> picks(n_);  // [begin, end)
-    std::vector<bool> exclusive(n_, true);
+    picks_.clear();  // (argument, begin, end) of every PickRange
+    exclusive_.assign(n_, true);
+    std::vector<bool>& exclusive = exclusive_;
     for (size_t id = 0; id < n_; ++id) {
       const Node& node = g.nodes()[id];
       for (NodeId a : node.args) {
         if (node.op == Op::PickRange)
-          picks[idx(a)].emplace_back(node.index, node.index + node.dim.rows);
+          picks_.push_back({a, node.index, node.index + node.dim.rows});
         else
           exclusive[idx(a)] = false;
       }
     }
-    for (size_t id = 0; id < n_; ++id) {
-      auto& r = picks[id];
-      std::sort(r.begin(), r.end());
-      for (size_t i = 1; i < r.size(); ++i)
-        if (r[i].first < r[i - 1].second) exclusive[id] = false;
+    // Overlapping ranges of one argument: the picks grouped by argument (a counting sort), each
+    // argument's few ranges sorted by begin, neighbours compared.
+    pick_first_.assign(n_ + 1, 0);
+    for (const Pick& p : picks_) ++pick_first_[idx(p.arg) + 1];
+    for (size_t a = 0; a < n_; ++a) pick_first_[a + 1] += pick_first_[a];
+    pick_cursor_.assign(pick_first_.begin(), pick_first_.end() - 1);
+    by_arg_.resize(picks_.size());
+    for (const Pick& p : picks_) by_arg_[pick_cursor_[idx(p.arg)]++] = p;
+    for (size_t a = 0; a < n_; ++a) {
+      const auto lo = by_arg_.begin() + static_cast<std::ptrdiff_t>(pick_first_[a]);
+      const auto hi = by_arg_.begin() + static_cast<std::ptrdiff_t>(pick_first_[a + 1]);
+      if (hi - lo < 2) continue;
+      std::sort(lo, hi, [](const Pick& x, const Pick& y) { return x.begin < y.begin; });
+      for (auto it = lo + 1; it != hi; ++it)
+        if (it->begin < (it - 1)->end) exclusive[a] = false;
     }
     value_.assign(n_, nullptr);
     grad_.assign(n_, nullptr);
     grad_view_.assign(n_, false);
     lane_of_.assign(n_, -1);
     lane_slot_.assign(n_, -1);
+    touched_.assign(n_, Touch{});
+    touch_epoch_ = 0;
     for (size_t id = 0; id < n_; ++id) {
       const Node& node = g.nodes()[id];
       grad_[id] = grads_.floats() + offset_[id];
@@ -553,37 +581,54 @@ class Runner {
   // destinations partly overlap (views), in order of first appearance.
   void scatter(const std::vector<Contribution>& list) {
     if (list.empty()) return;
-    std::unordered_map<float*, size_t> group;
-    std::vector<std::vector<size_t>> members;
-    for (size_t i = 0; i < list.size(); ++i) {
-      auto [it, fresh] = group.try_emplace(list[i].dst, members.size());
-      if (fresh) members.emplace_back();
-      std::vector<size_t>& m = members[it->second];
-      PRNN_ASSERT(m.empty() || list[m.front()].size == list[i].size);  // one node, one size
-      m.push_back(i);
+    // Group by destination without a map: the indices stably sorted by destination give the
+    // groups (sources in list order); the groups then in order of first appearance.
+    std::vector<size_t>& order = scatter_order_;
+    order.resize(list.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+      return std::less<>{}(list[x].dst, list[y].dst);
+    });
+    std::vector<Run>& runs = scatter_runs_;
+    runs.clear();
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (i == 0 || list[order[i]].dst != list[order[i - 1]].dst) runs.push_back({i, i});
+      PRNN_ASSERT(list[order[runs.back().begin]].size == list[order[i]].size);  // one node, one size
+      runs.back().end = i + 1;
     }
-    std::vector<Span> spans;
-    for (const auto& m : members) spans.push_back({list[m.front()].dst, idx(list[m.front()].size)});
-    if (disjoint(spans)) {
-      scatter_groups(list, members);
+    // Sorted by address, so adjacent runs decide disjointness.
+    bool disjoint_runs = true;
+    for (size_t r = 1; r < runs.size(); ++r) {
+      const Contribution& prev = list[order[runs[r - 1].begin]];
+      if (std::less<>{}(list[order[runs[r].begin]].dst, prev.dst + prev.size)) disjoint_runs = false;
+    }
+    std::sort(runs.begin(), runs.end(),
+              [&](const Run& x, const Run& y) { return order[x.begin] < order[y.begin]; });
+    if (disjoint_runs) {
+      scatter_groups(list, runs);
       return;
     }
-    for (const auto& m : members) scatter_groups(list, {m});
+    for (const Run& r : runs) scatter_groups(list, {r});
   }
 
-  void scatter_groups(const std::vector<Contribution>& list,
-                      const std::vector<std::vector<size_t>>& members) {
+  // scatter_add launches over groups of contributions: run r is order[r.begin .. r.end).
+  struct Run {
+    size_t begin, end;
+  };
+  void scatter_groups(const std::vector<Contribution>& list, const std::vector<Run>& runs) {
+    const std::vector<size_t>& order = scatter_order_;
     std::vector<float*> dst;
     std::vector<std::int64_t> size, first{0};
     std::vector<const float*> src;
     std::vector<std::uint8_t*> flag;
     bool any_flag = false;
-    for (const auto& m : members) {
-      dst.push_back(list[m.front()].dst);
-      size.push_back(list[m.front()].size);
-      flag.push_back(list[m.front()].flag);
-      any_flag = any_flag || list[m.front()].flag != nullptr;
-      for (size_t i : m) src.push_back(list[i].src);
+    for (const Run& r : runs) {
+      const Contribution& head = list[order[r.begin]];
+      dst.push_back(head.dst);
+      size.push_back(head.size);
+      flag.push_back(head.flag);
+      any_flag = any_flag || head.flag != nullptr;
+      for (size_t k = r.begin; k < r.end; ++k) src.push_back(list[order[k]].src);
       first.push_back(static_cast<std::int64_t>(src.size()));
     }
     const int D = as_int(dst.size(), "scatter destinations");
@@ -904,15 +949,45 @@ class Runner {
 
   // Appends the program of `group` to the tables: per lane its nodes in order, per node its op
   // and operands (an argument in the group is in the same lane, earlier: its slot; else -1).
+  // Written in place: room for every table first, then one pass over the lanes.
   FusedTables fused_tables(const FusedGroup& group, bool backward) {
-    std::vector<std::int64_t> lane_first(group.lane_first.begin(), group.lane_first.end());
-    std::vector<std::int64_t> ops, arg_first{0}, src, ids;
-    std::vector<double> rates;
-    std::vector<const float*> xs;
-    std::vector<float*> ys, dys, dxs;
+    const size_t L = group.lanes(), I = group.nodes.size();
+    size_t O = 0;
     FusedTables t;
     t.backward = backward;
-    for (size_t l = 0; l < group.lanes(); ++l) {
+    for (NodeId id : group.nodes) {
+      const Node& node = g_->node(id);
+      O += node.args.size();
+      t.dropout = t.dropout || node.op == Op::Dropout;
+    }
+    t.lane_first = tables_.append(L + 1);
+    t.op = tables_.append(I);
+    t.arg_first = tables_.append(I + 1);
+    t.src = tables_.append(O);
+    t.x = tables_.append(O);
+    t.y = tables_.append(I);
+    if (t.dropout) {
+      t.node = tables_.append(I);
+      t.rate = tables_.append(I);
+    }
+    if (backward) {
+      t.dy = tables_.append(I);
+      t.dx = tables_.append(O);
+    }
+    std::uint64_t* const lane_first = tables_.words(t.lane_first);
+    std::uint64_t* const ops = tables_.words(t.op);
+    std::uint64_t* const arg_first = tables_.words(t.arg_first);
+    std::uint64_t* const src = tables_.words(t.src);
+    std::uint64_t* const xs = tables_.words(t.x);
+    std::uint64_t* const ys = tables_.words(t.y);
+    std::uint64_t* const ids = t.dropout ? tables_.words(t.node) : nullptr;
+    std::uint64_t* const rates = t.dropout ? tables_.words(t.rate) : nullptr;
+    std::uint64_t* const dys = backward ? tables_.words(t.dy) : nullptr;
+    std::uint64_t* const dxs = backward ? tables_.words(t.dx) : nullptr;
+    size_t o = 0;
+    arg_first[0] = 0;
+    for (size_t l = 0; l <= L; ++l) lane_first[l] = Tables::word(std::int64_t{group.lane_first[l]});
+    for (size_t l = 0; l < L; ++l) {
       const size_t k0 = idx(group.lane_first[l]), k1 = idx(group.lane_first[l + 1]);
       PRNN_ASSERT(k1 - k0 <= idx(gpu::kFusedLaneSlots));
       for (size_t k = k0; k < k1; ++k) {
@@ -922,38 +997,27 @@ class Runner {
       for (size_t k = k0; k < k1; ++k) {
         const NodeId id = group.nodes[k];
         const Node& node = g_->node(id);
-        ops.push_back(static_cast<std::int64_t>(fused_op_of(node.op)));
+        ops[k] = Tables::word(static_cast<std::int64_t>(fused_op_of(node.op)));
         for (NodeId a : node.args) {
           const int ab = plan.batch_of[idx(a)];
           const bool inside = ab >= group.begin && ab < group.end;
           PRNN_ASSERT(!inside || (lane_of_[idx(a)] == static_cast<int>(l) &&
                                   idx(lane_slot_[idx(a)]) < k - k0));
-          src.push_back(inside ? lane_slot_[idx(a)] : -1);
-          xs.push_back(value(a));
-          if (backward) dxs.push_back(grad(a));
+          src[o] = Tables::word(std::int64_t{inside ? lane_slot_[idx(a)] : -1});
+          xs[o] = Tables::word(value(a));
+          if (backward) dxs[o] = Tables::word(grad(a));
+          ++o;
         }
-        arg_first.push_back(static_cast<std::int64_t>(xs.size()));
-        ys.push_back(values_.floats() + offset_[idx(id)]);
-        if (backward) dys.push_back(grad(id));
-        ids.push_back(id);
-        rates.push_back(node.p);
-        t.dropout = t.dropout || node.op == Op::Dropout;
+        arg_first[k + 1] = Tables::word(static_cast<std::int64_t>(o));
+        ys[k] = Tables::word(values_.floats() + offset_[idx(id)]);
+        if (backward) dys[k] = Tables::word(grad(id));
+        if (t.dropout) {
+          ids[k] = Tables::word(static_cast<std::int64_t>(id));
+          rates[k] = Tables::word(node.p);
+        }
       }
     }
-    t.lane_first = tables_.ints(lane_first);
-    t.op = tables_.ints(ops);
-    t.arg_first = tables_.ints(arg_first);
-    t.src = tables_.ints(src);
-    t.x = tables_.pointers(xs);
-    t.y = tables_.pointers(ys);
-    if (t.dropout) {
-      t.node = tables_.ints(ids);
-      t.rate = tables_.reals(rates);
-    }
-    if (backward) {
-      t.dy = tables_.pointers(dys);
-      t.dx = tables_.pointers(dxs);
-    }
+    PRNN_ASSERT(o == O);
     return t;
   }
 
@@ -987,9 +1051,29 @@ class Runner {
     });
   }
 
-  // Whether one thread owns every gradient element it adds to: the group's own gradients and
-  // its operands' outside, a lane's equal pointers taken once, pairwise disjoint.
-  bool fused_destinations_disjoint(const FusedGroup& group) const {
+  // Whether one thread owns every gradient element it adds to: no node's gradient is touched by
+  // two lanes (a lane touching one node twice is one thread). Node ids decide it in one pass: the
+  // gradients touched are those of the group's elementwise nodes (own slots) and of their
+  // arguments, each an own slot or a PickRange view, i.e. a range of an argument whose users are
+  // all PickRanges of disjoint ranges (layout), which no elementwise node touches itself; so the
+  // gradients of two distinct touched nodes never share memory. Debug builds check this against
+  // the spans.
+  bool fused_destinations_disjoint(const FusedGroup& group) {
+    ++touch_epoch_;
+    bool disjoint_lanes = true;
+    for (size_t l = 0; l < group.lanes() && disjoint_lanes; ++l) {
+      const auto touch = [&](NodeId id) {
+        Touch& t = touched_[idx(id)];
+        if (t.epoch != touch_epoch_) t = Touch{touch_epoch_, static_cast<int>(l)};
+        if (t.lane != static_cast<int>(l)) disjoint_lanes = false;
+      };
+      for (int k = group.lane_first[l]; k < group.lane_first[l + 1]; ++k) {
+        const NodeId id = group.nodes[idx(k)];
+        touch(id);
+        for (NodeId a : g_->node(id).args) touch(a);
+      }
+    }
+#ifndef NDEBUG
     std::vector<Span> spans;
     std::vector<const float*> mine;
     for (size_t l = 0; l < group.lanes(); ++l) {
@@ -1005,7 +1089,9 @@ class Runner {
         for (NodeId a : g_->node(id).args) add(grad(a));
       }
     }
-    return disjoint(std::move(spans));
+    PRNN_ASSERT(disjoint(std::move(spans)) == disjoint_lanes);
+#endif
+    return disjoint_lanes;
   }
 
   void build_backward_group(const FusedGroup& group) {
@@ -1269,6 +1355,27 @@ class Runner {
   std::vector<bool> grad_view_;  // ... inside its argument's (an exclusive PickRange)
   std::vector<bool> needed_;
   std::vector<int> lane_of_, lane_slot_;  // per node of the group being built: lane, slot in it
+  // Per node: the lane of the fused group being checked that touched its gradient (valid when
+  // epoch is touch_epoch_, which every check advances).
+  struct Touch {
+    std::uint64_t epoch = 0;
+    int lane = -1;
+  };
+  std::vector<Touch> touched_;
+  // layout's scratch, kept across graphs: the PickRanges by argument, and whether an argument is
+  // used by PickRanges of disjoint ranges only.
+  struct Pick {
+    NodeId arg;
+    std::int64_t begin, end;
+  };
+  std::vector<Pick> picks_;
+  std::vector<Pick> by_arg_;                    // picks_ grouped by argument
+  std::vector<size_t> pick_first_, pick_cursor_;  // per argument: where its picks start
+  std::vector<bool> exclusive_;
+  std::vector<float> inputs_;  // forward's input values, staged for the one upload
+  std::vector<size_t> scatter_order_;  // scatter's scratch: contributions by destination
+  std::vector<Run> scatter_runs_;      // ... and its groups
+  std::uint64_t touch_epoch_ = 0;
   size_t value_floats_ = 0, input_floats_ = 0, scratch_floats_ = 0, scratch_used_ = 0;
   float* input_base_ = nullptr;
   float* scratch_base_ = nullptr;
