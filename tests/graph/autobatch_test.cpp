@@ -44,14 +44,7 @@ constexpr double kAbsTol = 1e-6;
 
 void expect_close(const std::vector<double>& got, const std::vector<double>& want,
                   const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double num = 0.0, den = 0.0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_TRUE(std::isfinite(got[i])) << what;
-    num += (got[i] - want[i]) * (got[i] - want[i]);
-    den += want[i] * want[i];
-  }
-  EXPECT_LE(std::sqrt(num), kRelTol * std::sqrt(den) + kAbsTol) << what;
+  expect_near_norm(got, want, what, kRelTol, kAbsTol);
 }
 
 // The schedule invariants of graph/autobatch.h.
@@ -213,13 +206,7 @@ AutobatchStats expect_equivalent(Graph& g, Expr loss, Model& m) {
         expect_close(ex.value(e), ref.value(e), "value of node " + std::to_string(id));
         expect_close(ex.gradient(e), ref.gradient(e), "gradient of node " + std::to_string(id));
       }
-      const ModelGradients got = take_gradients(m);
-      for (std::size_t i = 0; i < want.dense.size(); ++i)
-        expect_close(got.dense[i], want.dense[i], "parameter " + std::to_string(i));
-      for (std::size_t i = 0; i < want.rows.size(); ++i) {
-        expect_close(got.rows[i], want.rows[i], "lookup table " + std::to_string(i));
-        EXPECT_EQ(got.touched[i], want.touched[i]) << "lookup table " << i;
-      }
+      expect_gradients_close(take_gradients(m), want, kRelTol, kAbsTol);
       const AutobatchStats& st = ex.stats();
       EXPECT_EQ(st.nodes, sz(loss.id) + 1);
       std::size_t total = 0;

@@ -41,14 +41,7 @@ constexpr double kAbsTol = 1e-5;
 
 void expect_close(const std::vector<double>& got, const std::vector<double>& want,
                   const std::string& what, double rel = kRelTol, double abs = kAbsTol) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double num = 0.0, den = 0.0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_TRUE(std::isfinite(got[i])) << what << " element " << i;
-    num += (got[i] - want[i]) * (got[i] - want[i]);
-    den += want[i] * want[i];
-  }
-  EXPECT_LE(std::sqrt(num), rel * std::sqrt(den) + abs) << what;
+  expect_near_norm(got, want, what, rel, abs);
 }
 
 // The GPU executors under test, by name.
@@ -89,13 +82,7 @@ void expect_equivalent(Graph& g, Expr loss, Model& m) {
       expect_close(ex->gradient(e), ref.gradient(e), "gradient of node " + std::to_string(id) +
                                                          " (" + to_string(g.node(id).op) + ")");
     }
-    const ModelGradients got = take_gradients(m);
-    for (std::size_t i = 0; i < want.dense.size(); ++i)
-      expect_close(got.dense[i], want.dense[i], "parameter " + std::to_string(i));
-    for (std::size_t i = 0; i < want.rows.size(); ++i) {
-      expect_close(got.rows[i], want.rows[i], "lookup table " + std::to_string(i));
-      EXPECT_EQ(got.touched[i], want.touched[i]) << "lookup table " << i;
-    }
+    expect_gradients_close(take_gradients(m), want, kRelTol, kAbsTol);
   }
 }
 
@@ -357,12 +344,7 @@ void expect_fused_matches_unfused(Graph& g, Expr loss, Model& m) {
       expect_close(fused.value(e), unfused.value(e), "value of node " + what, 1e-5, 1e-6);
       expect_close(fused.gradient(e), unfused.gradient(e), "gradient of node " + what, 1e-5, 1e-6);
     }
-    for (std::size_t i = 0; i < want.dense.size(); ++i)
-      expect_close(got.dense[i], want.dense[i], "parameter " + std::to_string(i), 1e-5, 1e-6);
-    for (std::size_t i = 0; i < want.rows.size(); ++i) {
-      expect_close(got.rows[i], want.rows[i], "lookup table " + std::to_string(i), 1e-5, 1e-6);
-      EXPECT_EQ(got.touched[i], want.touched[i]) << "lookup table " << i;
-    }
+    expect_gradients_close(got, want, 1e-5, 1e-6);
     EXPECT_GT(fused.stats().groups, 0u) << "nothing fused: the test no longer tests fusion";
     EXPECT_LT(times_of(fused).forward_launches, times_of(unfused).forward_launches);
     EXPECT_LE(times_of(fused).backward_launches, times_of(unfused).backward_launches);
@@ -404,25 +386,11 @@ TEST(GpuFusion, TreeLstmFusedMatchesUnfused) {
 
 TEST(GpuFusion, BiLstmWithDropoutFusedMatchesUnfused) {
   PRNN_REQUIRE_GPU();
-  constexpr std::int64_t kVocab = 20, kInput = 5, kHid = 4, kTags = 3, kSequences = 6;
   Rng rng;
-  Model m(rng.gen()());
-  const LookupParameter emb = m.add_lookup_parameters(kVocab, {kInput});
-  BiLstmBuilder bilstm(m, kInput, kHid);
-  const Parameter out_w = m.add_parameters({kTags, 2 * kHid}), out_b = m.add_parameters({kTags});
+  BiLstmDropoutFixture f(rng);
   Graph g(rng.gen()(), true);
-  bilstm.new_graph(g);
-  const Expr w = parameter(g, out_w), b = parameter(g, out_b);
-  std::vector<Expr> losses;
-  for (std::int64_t s = 0; s < kSequences; ++s) {
-    std::vector<Expr> xs;
-    for (std::int64_t t = rng.integer(1, 9); t > 0; --t)
-      xs.push_back(dropout(lookup(g, emb, rng.integer(0, kVocab - 1)), 0.25));
-    for (const Expr& h : bilstm.transduce(xs))
-      losses.push_back(
-          pick_neg_log_softmax(affine_transform({b, w, dropout(h, 0.5)}), rng.integer(0, kTags - 1)));
-  }
-  expect_fused_matches_unfused(g, sum(losses), m);
+  const Expr loss = f.build(g, rng, 0.5);
+  expect_fused_matches_unfused(g, loss, f.m);
 }
 
 // Counted by hand. loss = r · (σ(x) ⊙ tanh(z)): the logistic, tanh and cmult batches are one

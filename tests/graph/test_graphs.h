@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -161,7 +162,8 @@ void check_random_graphs(const char* label, int count, const Check& check) {
 }
 
 // A BiLSTM tagger graph over 6 sequences of 1..9 random words with dropout 0.25 on every embedding
-// (so dropout batches form), summing the per-word tag losses. The Model lives in the fixture.
+// (so dropout batches form), and optionally on every BiLSTM output, summing the per-word tag
+// losses. The Model lives in the fixture.
 struct BiLstmDropoutFixture {
   static constexpr std::int64_t kVocab = 20, kInput = 5, kHid = 4, kTags = 3, kSequences = 6;
   explicit BiLstmDropoutFixture(test::Rng& rng)
@@ -170,8 +172,9 @@ struct BiLstmDropoutFixture {
         bilstm(m, kInput, kHid),
         out_w(m.add_parameters({kTags, 2 * kHid})),
         out_b(m.add_parameters({kTags})) {}
-  // Builds the losses into g (made with a seed and dropout on); returns their sum.
-  Expr build(Graph& g, test::Rng& rng) {
+  // Builds the losses into g (made with a seed and dropout on); returns their sum. With
+  // output_dropout > 0 each BiLSTM output passes through dropout of that rate first.
+  Expr build(Graph& g, test::Rng& rng, double output_dropout = 0.0) {
     bilstm.new_graph(g);
     const Expr w = parameter(g, out_w), b = parameter(g, out_b);
     std::vector<Expr> losses;
@@ -179,9 +182,11 @@ struct BiLstmDropoutFixture {
       std::vector<Expr> xs;
       for (std::int64_t t = rng.integer(1, 9); t > 0; --t)
         xs.push_back(dropout(lookup(g, emb, rng.integer(0, kVocab - 1)), 0.25));
-      for (const Expr& h : bilstm.transduce(xs))
+      for (const Expr& h : bilstm.transduce(xs)) {
+        const Expr out = output_dropout > 0.0 ? dropout(h, output_dropout) : h;
         losses.push_back(
-            pick_neg_log_softmax(affine_transform({b, w, h}), rng.integer(0, kTags - 1)));
+            pick_neg_log_softmax(affine_transform({b, w, out}), rng.integer(0, kTags - 1)));
+      }
     }
     return sum(losses);
   }
@@ -198,6 +203,20 @@ struct ModelGradients {
   std::vector<std::vector<double>> rows;           // per table, all rows
   std::vector<std::vector<std::int64_t>> touched;  // per table
 };
+
+// got == want within rel times want's L2 norm plus an absolute floor abs (for vectors that cancel
+// to (nearly) zero); every element of got finite.
+inline void expect_near_norm(const std::vector<double>& got, const std::vector<double>& want,
+                             const std::string& what, double rel, double abs) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double num = 0.0, den = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << what << " element " << i;
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  EXPECT_LE(std::sqrt(num), rel * std::sqrt(den) + abs) << what;
+}
 
 // The model's gradients (after copying the device copy back when there is one), then clears them.
 inline ModelGradients take_gradients(Model& m) {
@@ -219,6 +238,20 @@ inline ModelGradients take_gradients(Model& m) {
   }
   m.zero_gradients();
   return r;
+}
+
+// Two runs' model gradients: every dense parameter and lookup table within expect_near_norm(rel,
+// abs), and exactly the same touched rows.
+inline void expect_gradients_close(const ModelGradients& got, const ModelGradients& want, double rel,
+                                   double abs) {
+  ASSERT_EQ(got.dense.size(), want.dense.size());
+  ASSERT_EQ(got.rows.size(), want.rows.size());
+  for (std::size_t i = 0; i < want.dense.size(); ++i)
+    expect_near_norm(got.dense[i], want.dense[i], "parameter " + std::to_string(i), rel, abs);
+  for (std::size_t i = 0; i < want.rows.size(); ++i) {
+    expect_near_norm(got.rows[i], want.rows[i], "lookup table " + std::to_string(i), rel, abs);
+    EXPECT_EQ(got.touched[i], want.touched[i]) << "lookup table " << i;
+  }
 }
 
 }  // namespace prnn::graph

@@ -123,20 +123,17 @@ TEST(LongMemoryCpu, LearnsAtTinyT) {
 // A streak of perfect batches counts only with at least kMinPerfectSequences sequences in it:
 // at batch 2, five perfect batches happen by chance once in 1024 windows.
 TEST(LongMemoryCpu, ConvergenceStreakCoversEnoughSequences) {
-  LongMemoryConfig c;
-  c.stop_after_perfect = 5;
-  c.batch = 32;
-  EXPECT_EQ(perfect_batches_needed(c), 5);
-  c.batch = 13;
-  EXPECT_EQ(perfect_batches_needed(c), 5);
-  c.batch = 2;
-  EXPECT_EQ(perfect_batches_needed(c), 32);
-  c.batch = 1;
-  EXPECT_EQ(perfect_batches_needed(c), 64);
-  c.stop_after_perfect = 100;
-  EXPECT_EQ(perfect_batches_needed(c), 100);
-  c.stop_after_perfect = 0;
-  EXPECT_EQ(perfect_batches_needed(c), 0);
+  struct Case {
+    std::int64_t stop_after, batch, needed;
+  };
+  for (const Case& k : {Case{5, 32, 5}, Case{5, 13, 5}, Case{5, 2, 32}, Case{5, 1, 64},
+                        Case{100, 1, 100}, Case{0, 1, 0}}) {
+    LongMemoryConfig c;
+    c.stop_after_perfect = k.stop_after;
+    c.batch = k.batch;
+    EXPECT_EQ(perfect_batches_needed(c), k.needed) << "stop_after " << k.stop_after << ", batch "
+                                                   << k.batch;
+  }
 }
 
 TEST(LongMemoryCpu, ResumeIsBitwiseEqualToStraightRun) {
