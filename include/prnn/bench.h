@@ -141,6 +141,9 @@ void run_layers_bench(const LayersBenchOptions& options, const BenchSink& sink);
 //   build_us_per_batch host time forward + backward spend deciding what to    us
 //                      issue (layout, launch tables, checks) before issuing it
 //                      (GPU executors only; graph::DeviceTimes)
+//   issue_us_per_batch host time forward + backward spend in the CUDA/cuBLAS   us
+//                      calls that issue it; near gpu_us_per_batch, the GPU
+//                      waits on the host (GPU executors only)
 //   launches_per_graph GPU operations (kernels, cuBLAS calls, memsets, copies) launches
 //                      of forward + backward per mini-batch graph (GPU executors
 //                      only; graph::DeviceTimes; the trainer's update not counted)

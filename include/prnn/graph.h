@@ -398,6 +398,10 @@ struct DeviceTimes {
   // before issuing the first operation: the executor's own host cost, apart from the CUDA calls.
   double forward_build_seconds = 0.0;
   double backward_build_seconds = 0.0;
+  // Host time forward / backward spent in the CUDA and cuBLAS calls that issue those operations
+  // (after the build). Where it is close to forward/backward_seconds, the GPU waits on the host.
+  double forward_issue_seconds = 0.0;
+  double backward_issue_seconds = 0.0;
 };
 
 // The eager-framework baseline on the GPU: one kernel or one cuBLAS call per node (a node's

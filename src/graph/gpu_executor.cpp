@@ -337,6 +337,7 @@ class Runner {
         inputs[input_offset_[id] + i] = static_cast<float>(v[node.input_offset + i]);
     }
     const double build = seconds_since(built_from);
+    const auto issued_from = Clock::now();
     fwd_events_.start();
     issued_ = 0;
     if (!inputs.empty()) copy_to_device(input_base_, inputs.data(), inputs.size() * sizeof(float));
@@ -344,6 +345,7 @@ class Runner {
     for (const auto& launch : launches_) launch();
     fwd_events_.stop();
     times = DeviceTimes{};
+    times.forward_issue_seconds = seconds_since(issued_from);
     times.forward_launches = issued_;
     times.forward_build_seconds = build;
     graph = &g;
@@ -372,6 +374,7 @@ class Runner {
     }
     times.backward_build_seconds = seconds_since(built_from);
 
+    const auto issued_from = Clock::now();
     bwd_events_.start();
     issued_ = 0;
     if (tickets_.bytes() < tickets_needed_ * sizeof(unsigned)) {
@@ -386,6 +389,7 @@ class Runner {
     upload_tables(bwd_tables_);
     for (const auto& launch : launches_) launch();
     bwd_events_.stop();
+    times.backward_issue_seconds = seconds_since(issued_from);
     times.backward_launches = issued_;
     has_gradients = true;
   }
@@ -632,11 +636,13 @@ class Runner {
       first.push_back(static_cast<std::int64_t>(src.size()));
     }
     const int D = as_int(dst.size(), "scatter destinations");
+    const std::int64_t max_size = *std::max_element(size.begin(), size.end());
     const size_t t_dst = tables_.pointers(dst), t_size = tables_.ints(size),
                  t_first = tables_.ints(first), t_src = tables_.pointers(src),
                  t_flag = any_flag ? tables_.pointers(flag) : 0;
-    launch([this, D, t_dst, t_size, t_first, t_src, t_flag, any_flag] {
-      gpu::scatter_add(D, tables_.at<float* const>(t_dst), tables_.at<const std::int64_t>(t_size),
+    launch([this, D, max_size, t_dst, t_size, t_first, t_src, t_flag, any_flag] {
+      gpu::scatter_add(D, max_size, tables_.at<float* const>(t_dst),
+                       tables_.at<const std::int64_t>(t_size),
                        tables_.at<const std::int64_t>(t_first),
                        tables_.at<const float* const>(t_src),
                        any_flag ? tables_.at<std::uint8_t* const>(t_flag) : nullptr, kStream);
@@ -732,10 +738,12 @@ class Runner {
   void copy(const Copies& c) {
     if (c.dst.empty()) return;
     const int D = as_int(c.dst.size(), "copies");
+    const std::int64_t max_size = *std::max_element(c.size.begin(), c.size.end());
     const size_t t_dst = tables_.pointers(c.dst), t_src = tables_.pointers(c.src),
                  t_size = tables_.ints(c.size);
-    launch([this, D, t_dst, t_src, t_size] {
-      gpu::copy_pieces(D, tables_.at<float* const>(t_dst), tables_.at<const std::int64_t>(t_size),
+    launch([this, D, max_size, t_dst, t_src, t_size] {
+      gpu::copy_pieces(D, max_size, tables_.at<float* const>(t_dst),
+                       tables_.at<const std::int64_t>(t_size),
                        tables_.at<const float* const>(t_src), kStream);
     });
   }

@@ -79,29 +79,32 @@ __global__ void gather_pieces_kernel(int B, int A, std::int64_t width,
 __global__ void copy_pieces_kernel(int D, float* const* __restrict__ dst,
                                    const std::int64_t* __restrict__ size,
                                    const float* const* __restrict__ src) {
-  for (int d = blockIdx.x; d < D; d += gridDim.x) {
+  for (int d = blockIdx.y; d < D; d += gridDim.y) {
     float* out = dst[d];
     const float* in = src[d];
-    for (std::int64_t i = threadIdx.x; i < size[d]; i += blockDim.x) out[i] = in[i];
+    for (std::int64_t i = global_index(); i < size[d]; i += grid_stride()) out[i] = in[i];
   }
 }
 
 // ---- scatter-add ------------------------------------------------------------------------------
+// Destination d is spread over the grid's x dimension (a parameter's gradient can be 10^6 floats;
+// one block per destination left it to one SM); every element is still summed by one thread, in
+// the sources' order.
 
 __global__ void scatter_add_kernel(int D, float* const* __restrict__ dst,
                                    const std::int64_t* __restrict__ size,
                                    const std::int64_t* __restrict__ first,
                                    const float* const* __restrict__ src,
                                    std::uint8_t* const* __restrict__ flag) {
-  for (int d = blockIdx.x; d < D; d += gridDim.x) {
+  for (int d = blockIdx.y; d < D; d += gridDim.y) {
     float* out = dst[d];
     const std::int64_t n = size[d], s0 = first[d], s1 = first[d + 1];
-    for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    for (std::int64_t i = global_index(); i < n; i += grid_stride()) {
       float acc = out[i];
       for (std::int64_t s = s0; s < s1; ++s) acc += src[s][i];
       out[i] = acc;
     }
-    if (flag != nullptr && threadIdx.x == 0 && flag[d] != nullptr) *flag[d] = 1;
+    if (flag != nullptr && global_index() == 0 && flag[d] != nullptr) *flag[d] = 1;
   }
 }
 
@@ -628,21 +631,33 @@ void gather_pieces(int B, int A, std::int64_t width, const std::int64_t* offs,
   PRNN_CHECK_LAUNCH();
 }
 
-void copy_pieces(int D, float* const* dst, const std::int64_t* size, const float* const* src,
-                 cudaStream_t stream) {
-  check_sizes("copy_pieces", D, 0, 0);
-  if (D == 0) return;
-  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(D, 65535));
-  copy_pieces_kernel<<<blocks, kScatterThreads, 0, stream>>>(D, dst, size, src);
+// The grid of copy_pieces / scatter_add: y over the destinations, x over the largest one's
+// elements (capped so that x·y stays near kMaxPieceBlocks).
+dim3 piece_grid(int D, std::int64_t max_size) {
+  constexpr std::int64_t kMaxPieceBlocks = 4096;
+  const std::int64_t y = std::min<std::int64_t>(D, 65535);
+  const std::int64_t chunks = (max_size + kScatterThreads - 1) / kScatterThreads;
+  const std::int64_t x = std::clamp<std::int64_t>(
+      std::min(chunks, kMaxPieceBlocks / y), 1, kMaxPieceBlocks);
+  return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
+}
+
+void copy_pieces(int D, std::int64_t max_size, float* const* dst, const std::int64_t* size,
+                 const float* const* src, cudaStream_t stream) {
+  check_sizes("copy_pieces", D, 0, max_size);
+  if (D == 0 || max_size == 0) return;
+  copy_pieces_kernel<<<piece_grid(D, max_size), kScatterThreads, 0, stream>>>(D, dst, size, src);
   PRNN_CHECK_LAUNCH();
 }
 
-void scatter_add(int D, float* const* dst, const std::int64_t* size, const std::int64_t* first,
-                 const float* const* src, std::uint8_t* const* flag, cudaStream_t stream) {
-  check_sizes("scatter_add", D, 0, 0);
+void scatter_add(int D, std::int64_t max_size, float* const* dst, const std::int64_t* size,
+                 const std::int64_t* first, const float* const* src, std::uint8_t* const* flag,
+                 cudaStream_t stream) {
+  check_sizes("scatter_add", D, 0, max_size);
   if (D == 0) return;
-  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(D, 65535));
-  scatter_add_kernel<<<blocks, kScatterThreads, 0, stream>>>(D, dst, size, first, src, flag);
+  // With max_size 0 the flags are still set (one block per destination).
+  scatter_add_kernel<<<piece_grid(D, std::max<std::int64_t>(max_size, 1)), kScatterThreads, 0,
+                       stream>>>(D, dst, size, first, src, flag);
   PRNN_CHECK_LAUNCH();
 }
 

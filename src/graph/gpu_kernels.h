@@ -33,17 +33,20 @@ enum class GradWrite : std::uint8_t { Add, Store };
 void gather_pieces(int B, int A, std::int64_t width, const std::int64_t* offs,
                    const float* const* src, float* dst, cudaStream_t stream);
 
-// dst[d][i] = src[d][i]  for i < size[d], d < D (tables [D]); destinations distinct memory.
-// (an AffineTransform's biases into y and the packing of GEMM inputs, all in one launch)
-void copy_pieces(int D, float* const* dst, const std::int64_t* size, const float* const* src,
-                 cudaStream_t stream);
+// dst[d][i] = src[d][i]  for i < size[d], d < D (tables [D]); destinations distinct memory;
+// max_size >= every size[d] (sizes the grid). (an AffineTransform's biases into y and the
+// packing of GEMM inputs, all in one launch)
+void copy_pieces(int D, std::int64_t max_size, float* const* dst, const std::int64_t* size,
+                 const float* const* src, cudaStream_t stream);
 
 // For every destination d < D, in order of its sources s in [first[d], first[d+1]):
 //   dst[d][i] += src[s][i]   (i < size[d]),  and *flag[d] = 1 when flag[d] is non-null.
 // Destinations must be distinct memory; each is summed by one thread per element in the order
-// given, so the result is deterministic. flag may be null (no flags at all).
-void scatter_add(int D, float* const* dst, const std::int64_t* size, const std::int64_t* first,
-                 const float* const* src, std::uint8_t* const* flag, cudaStream_t stream);
+// given, so the result is deterministic. flag may be null (no flags at all). max_size >= every
+// size[d] (sizes the grid: a destination is spread over many blocks).
+void scatter_add(int D, std::int64_t max_size, float* const* dst, const std::int64_t* size,
+                 const std::int64_t* first, const float* const* src, std::uint8_t* const* flag,
+                 cudaStream_t stream);
 
 // y[b*n + i] = f(x[b*A + 0][i], ..., x[b*A + A-1][i]);  A = 2 for Add/Sub/CMult, 1 for the
 // activations, >= 1 for Sum.

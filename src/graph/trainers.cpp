@@ -49,17 +49,20 @@ void for_each_update(Model& model, bool sparse, F&& f) {
   }
 }
 
-std::vector<std::vector<float>> zero_state(Model& model) {
-  std::vector<std::vector<float>> state;
-  for (const auto& p : model.storage().params) state.emplace_back(p.value.size(), 0.0f);
-  for (const auto& t : model.storage().tables) state.emplace_back(t.value.size(), 0.0f);
-  return state;
+// Parameters added to the model after the trainer was made get zero state; the others keep
+// theirs (nothing is allocated when the model did not grow: this runs every update).
+void grow(Model& model, std::vector<std::vector<float>>& state) {
+  const auto& s = model.storage();
+  const std::size_t params = s.params.size(), slots = params + s.tables.size();
+  for (std::size_t i = state.size(); i < slots; ++i)
+    state.emplace_back(i < params ? s.params[i].value.size() : s.tables[i - params].value.size(),
+                       0.0f);
 }
 
-// Parameters added to the model after the trainer was made get zero state.
-void grow(Model& model, std::vector<std::vector<float>>& state) {
-  const auto fresh = zero_state(model);
-  for (std::size_t i = state.size(); i < fresh.size(); ++i) state.push_back(fresh[i]);
+std::vector<std::vector<float>> zero_state(Model& model) {
+  std::vector<std::vector<float>> state;
+  grow(model, state);
+  return state;
 }
 
 #if PRNN_WITH_CUDA

@@ -213,6 +213,7 @@ struct PassMetrics {
   double nodes_per_batch = 0.0;
   double gpu_us_per_batch = 0.0;
   double build_us_per_batch = 0.0;
+  double issue_us_per_batch = 0.0;
   double launches_per_graph = 0.0;
   double train_loss = 0.0;
 };
@@ -220,7 +221,8 @@ struct PassMetrics {
 PassMetrics measure_pass(const TrainFn& train, std::int64_t hidden, std::int64_t batch,
                          graph::Executor& ex) {
   const bool autobatch = autobatch_stats(ex) != nullptr;
-  double build = 0.0, plan = 0.0, exec = 0.0, device = 0.0, launches = 0.0, issue_build = 0.0;
+  double build = 0.0, plan = 0.0, exec = 0.0, device = 0.0, launches = 0.0, issue_build = 0.0,
+         issue = 0.0;
   std::int64_t nodes = 0, graphs = 0;
   std::size_t planned_nodes = 0, autobatches = 0;
   models::TrainCallbacks cb;
@@ -232,6 +234,7 @@ PassMetrics measure_pass(const TrainFn& train, std::int64_t hidden, std::int64_t
     const graph::DeviceTimes t = device_times(ex);
     device += t.forward_seconds + t.backward_seconds;
     issue_build += t.forward_build_seconds + t.backward_build_seconds;
+    issue += t.forward_issue_seconds + t.backward_issue_seconds;
     launches += static_cast<double>(t.forward_launches + t.backward_launches);
     if (autobatch) {
       const graph::AutobatchStats& s = *autobatch_stats(ex);
@@ -259,6 +262,7 @@ PassMetrics measure_pass(const TrainFn& train, std::int64_t hidden, std::int64_t
                       static_cast<double>(std::max<std::size_t>(autobatches, 1));
   m.gpu_us_per_batch = 1e6 * device / static_cast<double>(std::max<std::int64_t>(graphs, 1));
   m.build_us_per_batch = 1e6 * issue_build / static_cast<double>(std::max<std::int64_t>(graphs, 1));
+  m.issue_us_per_batch = 1e6 * issue / static_cast<double>(std::max<std::int64_t>(graphs, 1));
   m.launches_per_graph = launches / static_cast<double>(std::max<std::int64_t>(graphs, 1));
   m.train_loss = e.train_loss;
   return m;
@@ -340,8 +344,10 @@ void run_graph_bench(const GraphBenchOptions& options, const BenchSink& sink) {
           emit("exec_us_per_batch", &PassMetrics::exec_us_per_batch, "us");
           if (is_gpu_impl(impl.name))
             emit("gpu_us_per_batch", &PassMetrics::gpu_us_per_batch, "us");
-          if (is_gpu_impl(impl.name))
+          if (is_gpu_impl(impl.name)) {
             emit("build_us_per_batch", &PassMetrics::build_us_per_batch, "us");
+            emit("issue_us_per_batch", &PassMetrics::issue_us_per_batch, "us");
+          }
           if (autobatch) {
             emit("batches_per_graph", &PassMetrics::batches_per_graph, "batches");
             emit("nodes_per_batch", &PassMetrics::nodes_per_batch, "nodes");

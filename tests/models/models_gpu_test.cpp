@@ -167,10 +167,11 @@ TEST(GraphBenchOnGpu, GpuRowsReportDeviceTime) {
   o.sst_file = test_data::path("sst_dev_200.txt");
   o.impls = {"prnn-gpu", "prnn-autobatch-gpu-depth", "prnn-autobatch-gpu-agenda",
              "prnn-autobatch-gpu-depth-unfused"};
-  std::map<std::string, double> gpu_us, build_us, launches;
+  std::map<std::string, double> gpu_us, build_us, issue_us, launches;
   run_graph_bench(o, [&](const BenchRow& r) {
     if (r.metric == "gpu_us_per_batch") gpu_us[r.impl] = r.value;
     if (r.metric == "build_us_per_batch") build_us[r.impl] = r.value;
+    if (r.metric == "issue_us_per_batch") issue_us[r.impl] = r.value;
     if (r.metric == "launches_per_graph") {
       EXPECT_EQ(r.unit, "launches");
       launches[r.impl] = r.value;
@@ -180,6 +181,8 @@ TEST(GraphBenchOnGpu, GpuRowsReportDeviceTime) {
   for (const auto& [impl, us] : gpu_us) EXPECT_GT(us, 0.0) << impl;
   ASSERT_EQ(build_us.size(), 4u);
   for (const auto& [impl, us] : build_us) EXPECT_GT(us, 0.0) << impl;
+  ASSERT_EQ(issue_us.size(), 4u);
+  for (const auto& [impl, us] : issue_us) EXPECT_GT(us, 0.0) << impl;
   ASSERT_EQ(launches.size(), 4u);
   for (const auto& [impl, n] : launches) EXPECT_GT(n, 0.0) << impl;
   // Batching merges launches: the per-node executor issues the most; fusing the Tree-LSTM cell's
