@@ -162,8 +162,14 @@ TrainReport run_training(const TrainingOptions& o, graph::Model& model, std::siz
       const graph::Expr total = losses.size() == 1 ? losses[0] : graph::sum(losses);
       const double build_seconds = seconds_since(t_build);
       const Clock::time_point t_forward = Clock::now();
+      // Forward, backward and update are issued before the loss and the predictions are read
+      // back: on a GPU executor the first read waits for the device, and issuing backward first
+      // lets the forward's kernels run while the host prepares the backward (node values stay
+      // valid through backward and update).
       ex.forward(g, total);
-      double execute_seconds = seconds_since(t_forward);
+      ex.backward(g, total);
+      trainer->update();
+      const double execute_seconds = seconds_since(t_forward);
       const double batch_loss = ex.scalar(total);
       loss_sum += batch_loss;
       for (const SentenceExprs& s : batch_exprs)
@@ -171,10 +177,6 @@ TrainReport run_training(const TrainingOptions& o, graph::Model& model, std::siz
           correct += argmax(ex.value(s.logits[k])) == static_cast<std::size_t>(s.gold[k]) ? 1 : 0;
           ++predictions;
         }
-      const Clock::time_point t_backward = Clock::now();
-      ex.backward(g, total);
-      trainer->update();
-      execute_seconds += seconds_since(t_backward);
 
       if (callbacks.on_batch) {
         const double secs = seconds_since(t0);
