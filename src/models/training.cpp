@@ -146,33 +146,52 @@ TrainReport run_training(const TrainingOptions& o, graph::Model& model, std::siz
     double loss_sum = 0.0;
     std::int64_t loss_terms = 0, correct = 0, predictions = 0, sentences = 0, words = 0;
     const Clock::time_point t0 = Clock::now();
-    for (std::size_t b = 0; b < batches; ++b) {
+    // Batch b's graph, built before batch b-1's results are read back (see below).
+    struct BatchGraph {
+      std::unique_ptr<graph::Graph> g = std::make_unique<graph::Graph>();
+      std::vector<SentenceExprs> exprs;
+      graph::Expr total;
+      double build_seconds = 0.0;
+      std::int64_t loss_terms = 0, words = 0, sentences = 0;
+    };
+    const auto build_batch = [&](std::size_t b) {
       const Clock::time_point t_build = Clock::now();
-      graph::Graph g;
-      hooks.new_graph(g);
-      std::vector<SentenceExprs> batch_exprs;
+      BatchGraph bg;
+      hooks.new_graph(*bg.g);
       std::vector<graph::Expr> losses;
       for (std::size_t k = b * batch; k < std::min(train_size, (b + 1) * batch); ++k) {
-        batch_exprs.push_back(hooks.add_sentence(g, order[k], /*from_train=*/true));
-        losses.push_back(batch_exprs.back().loss);
-        loss_terms += batch_exprs.back().loss_terms;
-        words += hooks.words(order[k], true);
-        ++sentences;
+        bg.exprs.push_back(hooks.add_sentence(*bg.g, order[k], /*from_train=*/true));
+        losses.push_back(bg.exprs.back().loss);
+        bg.loss_terms += bg.exprs.back().loss_terms;
+        bg.words += hooks.words(order[k], true);
+        ++bg.sentences;
       }
-      const graph::Expr total = losses.size() == 1 ? losses[0] : graph::sum(losses);
-      const double build_seconds = seconds_since(t_build);
+      bg.total = losses.size() == 1 ? losses[0] : graph::sum(losses);
+      bg.build_seconds = seconds_since(t_build);
+      return bg;
+    };
+    BatchGraph next = build_batch(0);
+    for (std::size_t b = 0; b < batches; ++b) {
+      const BatchGraph cur = std::move(next);
+      graph::Graph& g = *cur.g;
       const Clock::time_point t_forward = Clock::now();
-      // Forward, backward and update are issued before the loss and the predictions are read
-      // back: on a GPU executor the first read waits for the device, and issuing backward first
-      // lets the forward's kernels run while the host prepares the backward (node values stay
-      // valid through backward and update).
-      ex.forward(g, total);
-      ex.backward(g, total);
+      // Forward, backward and update are issued, then the next batch's graph is built, and only
+      // then are the loss and the predictions read back: on a GPU executor the first read waits
+      // for the device, so the device runs this batch while the host builds the backward and
+      // the next graph (node values stay valid through backward and update; graph building
+      // touches neither the executor nor the parameters).
+      ex.forward(g, cur.total);
+      ex.backward(g, cur.total);
       trainer->update();
       const double execute_seconds = seconds_since(t_forward);
-      const double batch_loss = ex.scalar(total);
+      if (b + 1 < batches) next = build_batch(b + 1);
+      const double build_seconds = cur.build_seconds;
+      const double batch_loss = ex.scalar(cur.total);
       loss_sum += batch_loss;
-      for (const SentenceExprs& s : batch_exprs)
+      loss_terms += cur.loss_terms;
+      words += cur.words;
+      sentences += cur.sentences;
+      for (const SentenceExprs& s : cur.exprs)
         for (std::size_t k = 0; k < s.logits.size(); ++k) {
           correct += argmax(ex.value(s.logits[k])) == static_cast<std::size_t>(s.gold[k]) ? 1 : 0;
           ++predictions;
