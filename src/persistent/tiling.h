@@ -17,8 +17,7 @@
 //
 // The rule (measured on an H200, bench/persistent/NOTES.md): the fewest rows per CTA that fit the
 // SMs (most CTAs), then two chunks per step where the shapes allow (BC = 1 for B ≤ 2, 2 for
-// B ≤ 4, else 4; staged shapes: the batch in one chunk up to 4, else chunks of 8 where one
-// exists), with G chosen per (R, BC) in the table.
+// B ≤ 4, else 4), with G chosen per (R, BC) in the table.
 #pragma once
 
 #include <cstdint>
@@ -64,13 +63,11 @@ inline constexpr KernelShape kShapes[] = {
     {4, 3, 1, 1, 192},  {4, 3, 1, 2, 192},  {4, 3, 1, 4, 192},   // LSTM
     {4, 6, 1, 1, 256},  {4, 6, 1, 2, 256},  {4, 6, 1, 4, 256},   //
     // Staged R = 9 GRU (H <= 1152) and LSTM (H <= 1152: 96 column threads per gate), fp32 or
-    // bf16 weights packed in pairs (half the registers; f16 weights are held in fp32). BC = 8
-    // only for the packed GRU: its 72 partial sums still fit beside the weights (ptxas: ~0.2 KB
-    // of spills per thread, as the BC = 4 LSTM shapes); the packed LSTM at BC = 8 spills ~0.9 KB.
+    // bf16 weights packed in pairs (half the registers; f16 weights are held in fp32).
     {3, 9, 3, 1, 384, DType::F32, true},  {3, 9, 3, 2, 384, DType::F32, true},    //
     {3, 9, 3, 4, 384, DType::F32, true},                                          //
     {3, 9, 3, 1, 384, DType::BF16, true}, {3, 9, 3, 2, 384, DType::BF16, true},   //
-    {3, 9, 3, 4, 384, DType::BF16, true}, {3, 9, 3, 8, 384, DType::BF16, true},   //
+    {3, 9, 3, 4, 384, DType::BF16, true},                                         //
     {4, 9, 4, 1, 384, DType::F32, true},  {4, 9, 4, 2, 384, DType::F32, true},    //
     {4, 9, 4, 4, 384, DType::F32, true},                                          //
     {4, 9, 4, 1, 384, DType::BF16, true}, {4, 9, 4, 2, 384, DType::BF16, true},   //
@@ -82,10 +79,9 @@ inline constexpr int kShapeCount = static_cast<int>(sizeof(kShapes) / sizeof(kSh
 inline constexpr int wanted_batch_chunk(std::int64_t batch) {
   return batch <= 2 ? 1 : batch <= 4 ? 2 : 4;
 }
-// Staged shapes: the whole batch in one chunk up to 4, chunks of 8 beyond where a shape has
-// them (else of 4: the rule takes the largest chunk a shape offers up to this).
+// Staged shapes: the whole batch in one chunk up to 4.
 inline constexpr int wanted_staged_chunk(std::int64_t batch) {
-  return batch <= 1 ? 1 : batch <= 2 ? 2 : batch <= 4 ? 4 : 8;
+  return batch <= 1 ? 1 : batch <= 2 ? 2 : 4;
 }
 
 struct Tiling {
