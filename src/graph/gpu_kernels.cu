@@ -600,23 +600,6 @@ __global__ void sgd_kernel(SgdScalars s, std::int64_t n, std::int64_t row,
   }
 }
 
-__global__ void adam_kernel(AdamScalars s, std::int64_t n, std::int64_t row,
-                            const std::uint8_t* __restrict__ touched, float* __restrict__ w,
-                            float* __restrict__ g, float* __restrict__ m, float* __restrict__ v) {
-  for (std::int64_t i = global_index(); i < n; i += grid_stride()) {
-    if (!row_selected(touched, row, i)) continue;
-    const float gd = g[i];
-    const float mi = __fadd_rn(__fmul_rn(s.beta1, m[i]), __fmul_rn(s.one_minus_beta1, gd));
-    const float vi =
-        __fadd_rn(__fmul_rn(s.beta2, v[i]), __fmul_rn(__fmul_rn(s.one_minus_beta2, gd), gd));
-    m[i] = mi;
-    v[i] = vi;
-    const float denom = __fadd_rn(__fsqrt_rn(__fdiv_rn(vi, s.bias2)), s.eps);
-    w[i] = __fsub_rn(w[i], __fdiv_rn(__fmul_rn(s.lr, __fdiv_rn(mi, s.bias1)), denom));
-    g[i] = 0.0f;
-  }
-}
-
 }  // namespace
 
 // ---- launchers (the one dispatch point per family) ---------------------------------------------
@@ -861,20 +844,6 @@ void sgd_update(const SgdScalars& s, std::int64_t n, std::int64_t row, const std
   if (w == nullptr || g == nullptr || (s.use_momentum && velocity == nullptr))
     throw InvalidArgument("sgd_update: expected non-null w, g (and velocity with momentum)");
   sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(s, n, row, touched, w, g, velocity);
-  PRNN_CHECK_LAUNCH();
-}
-
-void adam_update(const AdamScalars& s, std::int64_t n, std::int64_t row,
-                 const std::uint8_t* touched, float* w, float* g, float* m, float* v,
-                 cudaStream_t stream) {
-  check_sizes("adam_update", n, row, 0);
-  if (n == 0) return;
-  if (touched != nullptr && row < 1)
-    throw InvalidArgument("adam_update: expected a row size >= 1 with touched rows, got " +
-                          std::to_string(row));
-  if (w == nullptr || g == nullptr || m == nullptr || v == nullptr)
-    throw InvalidArgument("adam_update: expected non-null w, g, m and v, got a null pointer");
-  adam_kernel<<<blocks_for(n), kThreads, 0, stream>>>(s, n, row, touched, w, g, m, v);
   PRNN_CHECK_LAUNCH();
 }
 

@@ -175,25 +175,16 @@ std::int64_t small_product_backward_workspace(const std::int64_t* k_host, int P,
 void small_product_backward(const SmallProductBackward& p, const std::int64_t* k_host,
                             cudaStream_t stream);
 
-// ---- Optimizer updates over the Model's device copies (graph/trainers.cpp) -------------------
+// ---- SGD over the Model's device copies (graph/trainers.cpp; Adam is train/optim.h's) --------
 // Over n elements of w, g (and state); with `touched` non-null, element i belongs to row
 // i / row and is updated only when touched[row] != 0 (lookup tables: sparse updates). Every
 // updated element's gradient is zeroed. Each product and sum is rounded on its own as the host
-// loop of reference::sgd_update / adam_update<float> rounds it (no FMA contraction).
+// loop of reference::sgd_update rounds it (no FMA contraction).
 struct SgdScalars {
   float lr = 0.0f, momentum = 0.0f, weight_decay = 0.0f;
   bool use_momentum = false;  // momentum != 0: v = μ·v + g'; w -= lr·v; else w -= lr·g'
 };
 void sgd_update(const SgdScalars& s, std::int64_t n, std::int64_t row, const std::uint8_t* touched,
                 float* w, float* g, float* velocity, cudaStream_t stream);
-
-struct AdamScalars {
-  float lr = 0.0f, beta1 = 0.0f, beta2 = 0.0f, one_minus_beta1 = 0.0f, one_minus_beta2 = 0.0f;
-  float bias1 = 1.0f, bias2 = 1.0f;  // 1 - β1^t, 1 - β2^t (computed in double, then rounded)
-  float eps = 0.0f;
-};
-void adam_update(const AdamScalars& s, std::int64_t n, std::int64_t row,
-                 const std::uint8_t* touched, float* w, float* g, float* m, float* v,
-                 cudaStream_t stream);
 
 }  // namespace prnn::graph::gpu

@@ -2,11 +2,10 @@
 // (reference::sgd_update / adam_update, PyTorch semantics). Dense parameters are updated whole;
 // lookup tables only on the rows backward touched since the last update (sparse updates, the
 // default), with optimizer state kept per row, or whole (Trainer::set_sparse_updates(false)). On a
-// Model that is on the device the same rules run as kernels (graph/gpu_kernels.h: sgd_update,
-// adam_update) over the device copies, with the optimizer state in device buffers taken over from
-// the host state at the first device update.
+// Model that is on the device the same rules run as kernels (graph/gpu_kernels.h: sgd_update;
+// train/optim.h: adam_update_consuming) over the device copies, with the optimizer state in
+// device buffers taken over from the host state at the first device update.
 #include <algorithm>
-#include <cmath>
 
 #include "core/check.h"
 #include "graph/device_model.h"
@@ -20,6 +19,7 @@
 
 #include "core/cuda_check.h"
 #include "graph/gpu_kernels.h"
+#include "train/optim.h"
 #endif
 
 namespace prnn::graph {
@@ -187,23 +187,15 @@ void AdamTrainer::update_on_device() {
   if (!device_) device_ = std::make_unique<DeviceState>();
   upload_state(m_, device_->first);
   upload_state(v_, device_->second);
-  // Scalars in double, then rounded, as reference::adam_update computes them.
-  const double t = static_cast<double>(step_);
-  gpu::AdamScalars s;
-  s.lr = static_cast<float>(lr_);
-  s.beta1 = static_cast<float>(beta1_);
-  s.beta2 = static_cast<float>(beta2_);
-  s.one_minus_beta1 = static_cast<float>(1.0 - beta1_);
-  s.one_minus_beta2 = static_cast<float>(1.0 - beta2_);
-  s.bias1 = static_cast<float>(1.0 - std::pow(beta1_, t));
-  s.bias2 = static_cast<float>(1.0 - std::pow(beta2_, t));
-  s.eps = static_cast<float>(eps_);
+  const train::AdamScalars s =
+      train::adam_scalars(lr_, beta1_, beta2_, eps_, /*weight_decay=*/0.0, step_);
   for_each_device_update(model_, sparse_updates_,
                          [&](std::int64_t n, std::int64_t row, const std::uint8_t* touched,
                              float* w, float* g, std::size_t slot) {
-                           gpu::adam_update(s, n, row, touched, w, g,
-                                            device_->first[slot].data_as<float>(),
-                                            device_->second[slot].data_as<float>(), nullptr);
+                           train::adam_update_consuming(s, n, w, g,
+                                                        device_->first[slot].data_as<float>(),
+                                                        device_->second[slot].data_as<float>(),
+                                                        train::AdamRows{row, touched}, nullptr);
                          });
 #endif
 }

@@ -1,5 +1,7 @@
-// Adam update, fp32, one element per thread (optim.h has the math).
-//   w, g, m, v [n] device arrays; the scalars by value.
+// Adam update, fp32, one element per thread (optim.h has the math): the one Adam kernel of the
+// library (the long-memory trainer and the graph trainers).
+//   w, g, m, v [n] device arrays; the scalars by value; optionally only touched rows, and the
+//   consumed gradient zeroed.
 // Launch:   1-D grid-stride loop, 256 threads per CTA, at most kMaxBlocks CTAs.
 // Rounding: every product and sum is rounded on its own (__fmul_rn / __fadd_rn, no FMA
 //           contraction) and sqrt and division are IEEE (nvcc's defaults), so each element
@@ -20,12 +22,16 @@ namespace {
 constexpr int kThreads = 256;
 constexpr std::int64_t kMaxBlocks = 4096;
 
-__global__ void adam_kernel(AdamScalars s, std::int64_t n, float* __restrict__ w,
-                            const float* __restrict__ g, float* __restrict__ m,
+// g_out: where the consumed gradient is zeroed (the graph trainers; it aliases g), or null.
+// touched: element i is updated only when touched is null or touched[i / row] != 0.
+__global__ void adam_kernel(AdamScalars s, std::int64_t n, std::int64_t row,
+                            const std::uint8_t* __restrict__ touched, float* __restrict__ w,
+                            const float* g, float* g_out, float* __restrict__ m,
                             float* __restrict__ v) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += stride) {
+    if (touched != nullptr && touched[i / row] == 0) continue;
     const float wi = w[i];
     const float gd = __fadd_rn(g[i], __fmul_rn(s.weight_decay, wi));  // g'
     const float mi = __fadd_rn(__fmul_rn(s.beta1, m[i]), __fmul_rn(s.one_minus_beta1, gd));
@@ -35,20 +41,42 @@ __global__ void adam_kernel(AdamScalars s, std::int64_t n, float* __restrict__ w
     v[i] = vi;
     const float denom = __fadd_rn(__fsqrt_rn(__fdiv_rn(vi, s.bias2)), s.eps);
     w[i] = __fsub_rn(wi, __fdiv_rn(__fmul_rn(s.lr, __fdiv_rn(mi, s.bias1)), denom));
+    if (g_out != nullptr) g_out[i] = 0.0f;
   }
+}
+
+void check_adam(std::int64_t n, const float* w, const float* g, const float* m, const float* v) {
+  if (n < 0) throw InvalidArgument("adam_update: n: expected >= 0, got " + std::to_string(n));
+  if (n > 0 && (w == nullptr || g == nullptr || m == nullptr || v == nullptr))
+    throw InvalidArgument("adam_update: expected non-null w, g, m and v, got a null pointer");
+}
+
+void launch_adam(const AdamScalars& s, std::int64_t n, std::int64_t row,
+                 const std::uint8_t* touched, float* w, const float* g, float* g_out, float* m,
+                 float* v, cudaStream_t stream) {
+  const std::int64_t blocks = std::min<std::int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks);
+  adam_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(s, n, row, touched, w, g,
+                                                                      g_out, m, v);
+  PRNN_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 void adam_update(const AdamScalars& s, std::int64_t n, float* w, const float* g, float* m,
                  float* v, cudaStream_t stream) {
-  if (n < 0) throw InvalidArgument("adam_update: n: expected >= 0, got " + std::to_string(n));
+  check_adam(n, w, g, m, v);
   if (n == 0) return;
-  if (w == nullptr || g == nullptr || m == nullptr || v == nullptr)
-    throw InvalidArgument("adam_update: expected non-null w, g, m and v, got a null pointer");
-  const std::int64_t blocks = std::min<std::int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks);
-  adam_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(s, n, w, g, m, v);
-  PRNN_CHECK_LAUNCH();
+  launch_adam(s, n, 0, nullptr, w, g, nullptr, m, v, stream);
+}
+
+void adam_update_consuming(const AdamScalars& s, std::int64_t n, float* w, float* g, float* m,
+                           float* v, const AdamRows& rows, cudaStream_t stream) {
+  check_adam(n, w, g, m, v);
+  if (rows.touched != nullptr && rows.row < 1)
+    throw InvalidArgument("adam_update: expected a row size >= 1 with touched rows, got " +
+                          std::to_string(rows.row));
+  if (n == 0) return;
+  launch_adam(s, n, rows.row, rows.touched, w, g, g, m, v, stream);
 }
 
 }  // namespace prnn::train

@@ -44,4 +44,14 @@ inline AdamScalars adam_scalars(double lr, double beta1, double beta2, double ep
 void adam_update(const AdamScalars& s, std::int64_t n, float* w, const float* g, float* m,
                  float* v, cudaStream_t stream);
 
+// The same update restricted to the rows a sparse consumer touched, consuming the gradient (the
+// graph trainers' lookup tables and parameters): element i is updated only when touched is null
+// or touched[i / row] != 0 (rows of `row` elements), and its g[i] is then set to 0.
+struct AdamRows {
+  std::int64_t row = 0;                  // >= 1 when touched is given
+  const std::uint8_t* touched = nullptr;  // [n / row] device flags, or null: every element
+};
+void adam_update_consuming(const AdamScalars& s, std::int64_t n, float* w, float* g, float* m,
+                           float* v, const AdamRows& rows, cudaStream_t stream);
+
 }  // namespace prnn::train

@@ -71,6 +71,55 @@ TEST(DeviceAdam, MatchesReferenceOverSteps) {
   }
 }
 
+// The graph trainers' form: only touched rows are updated (as the reference on those rows), and
+// their gradient is consumed (zeroed); untouched rows keep w, m, v and g exactly. Tolerance as
+// above (1 ulp).
+TEST(DeviceAdam, ConsumingUpdatesTouchedRowsOnly) {
+  test::Rng rng;
+  constexpr std::int64_t kRow = 7, kRows = 1001, kN = kRow * kRows;  // odd sizes
+  const std::size_t n = static_cast<std::size_t>(kN);
+  std::vector<float> w = rng.uniform<float>(n), m = rng.uniform<float>(n, 0.0, 0.1),
+                     v = rng.uniform<float>(n, 0.0, 0.1), g = rng.uniform<float>(n, -2.0, 2.0);
+  std::vector<std::uint8_t> touched(kRows);
+  for (std::size_t r = 0; r < touched.size(); ++r) touched[r] = (r % 3 == 1) ? 1 : 0;
+  DeviceBuffer dw = upload(w), dm = upload(m), dv = upload(v), dg = upload(g);
+  DeviceBuffer dt(touched.size());
+  dt.copy_from_host(touched.data(), touched.size());
+  const std::vector<float> w0 = w, m0 = m, v0 = v, g0 = g;
+  const reference::AdamConfig cfg{3e-3, 0.9, 0.999, 1e-8, 0.0};
+  constexpr std::int64_t kStep = 3;
+  for (std::int64_t r = 0; r < kRows; ++r)
+    if (touched[static_cast<std::size_t>(r)] != 0) {
+      const std::size_t at = static_cast<std::size_t>(r * kRow);
+      reference::adam_update<float>(cfg, kStep, kRow, w.data() + at, g.data() + at, m.data() + at,
+                                    v.data() + at);
+    }
+  train::adam_update_consuming(
+      train::adam_scalars(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, 0.0, kStep), kN,
+      dw.data_as<float>(), dg.data_as<float>(), dm.data_as<float>(), dv.data_as<float>(),
+      train::AdamRows{kRow, dt.data_as<const std::uint8_t>()}, nullptr);
+  const std::vector<float> gw = download(dw, n), gm = download(dm, n), gv = download(dv, n),
+                           gg = download(dg, n);
+  std::int64_t worst = 0, untouched_changed = 0, touched_gradients_left = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (touched[i / kRow] != 0) {
+      worst = std::max({worst, ulps(gw[i], w[i]), ulps(gm[i], m[i]), ulps(gv[i], v[i])});
+      touched_gradients_left += gg[i] != 0.0f ? 1 : 0;
+    } else {
+      untouched_changed +=
+          (gw[i] != w0[i] || gm[i] != m0[i] || gv[i] != v0[i] || gg[i] != g0[i]) ? 1 : 0;
+    }
+  }
+  EXPECT_LE(worst, 1);
+  EXPECT_EQ(touched_gradients_left, 0);
+  EXPECT_EQ(untouched_changed, 0);
+  EXPECT_THROW(train::adam_update_consuming(
+                   train::adam_scalars(1e-3, 0.9, 0.999, 1e-8, 0.0, 1), kN, dw.data_as<float>(),
+                   dg.data_as<float>(), dm.data_as<float>(), dv.data_as<float>(),
+                   train::AdamRows{0, dt.data_as<const std::uint8_t>()}, nullptr),
+               InvalidArgument);
+}
+
 TEST(DeviceAdam, RejectsNullAndEmptyIsANoOp) {
   EXPECT_THROW(train::adam_update(train::adam_scalars(1e-3, 0.9, 0.999, 1e-8, 0.0, 1), 4, nullptr,
                                   nullptr, nullptr, nullptr, nullptr),
