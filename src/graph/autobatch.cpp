@@ -118,13 +118,21 @@ void agenda_schedule(const Graph& g, const BatchPlan& plan, size_t n, std::vecto
   std::vector<double> average(n_sigs);
   for (size_t s = 0; s < n_sigs; ++s) average[s] = depth_sum[s] / count[s];
 
-  // users with multiplicity, so a repeated argument is counted once per occurrence
-  std::vector<std::vector<NodeId>> users(n);
-  std::vector<size_t> pending(n, 0);
+  // users with multiplicity, so a repeated argument is counted once per occurrence; node a's
+  // users (ascending) are user_list[user_first[a] .. user_first[a + 1]) (one flat array: no
+  // allocation per node)
+  std::vector<size_t> pending(n, 0), user_first(n + 1, 0);
   for (size_t id = 0; id < n; ++id) {
     const Node& node = g.nodes()[id];
     pending[id] = node.args.size();
-    for (NodeId a : node.args) users[idx(a)].push_back(static_cast<NodeId>(id));
+    for (NodeId a : node.args) ++user_first[idx(a) + 1];
+  }
+  for (size_t a = 0; a < n; ++a) user_first[a + 1] += user_first[a];
+  std::vector<NodeId> user_list(user_first[n]);
+  {
+    std::vector<size_t> fill(user_first.begin(), user_first.end() - 1);
+    for (size_t id = 0; id < n; ++id)
+      for (NodeId a : g.nodes()[id].args) user_list[fill[idx(a)]++] = static_cast<NodeId>(id);
   }
   std::vector<std::vector<NodeId>> ready(n_sigs);  // batchable, per signature
   std::vector<NodeId> ready_single;                // unbatchable
@@ -139,8 +147,8 @@ void agenda_schedule(const Graph& g, const BatchPlan& plan, size_t n, std::vecto
   const auto schedule = [&](Batch batch) {
     std::sort(batch.nodes.begin(), batch.nodes.end());
     for (NodeId id : batch.nodes)
-      for (NodeId u : users[idx(id)])
-        if (--pending[idx(u)] == 0) make_ready(u);
+      for (size_t k = user_first[idx(id)]; k < user_first[idx(id) + 1]; ++k)
+        if (const NodeId u = user_list[k]; --pending[idx(u)] == 0) make_ready(u);
     scheduled += batch.nodes.size();
     out.push_back(std::move(batch));
   };
