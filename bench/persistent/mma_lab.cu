@@ -42,8 +42,6 @@
 
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
 constexpr int kPad = 8;                       // bf16 elements of padding per staged h row
 constexpr unsigned long long kTimeoutNs = 2'000'000'000ull;
 
@@ -78,9 +76,11 @@ struct Params {
   int* error;                    // set on timeout
 };
 
-// H hidden units, U units per CTA, B batch (<= 8).
-template <int H, int U, int B>
-__global__ void __launch_bounds__(kThreads, 1) mma_lstm_forward(Params p) {
+// H hidden units, U units per CTA, B batch (<= 8), kWarps warps per CTA. kNoWait (timing only,
+// wrong results): never wait for the other CTAs, so the step is the CTA's own chain.
+template <int H, int U, int B, int kWarps, bool kNoWait>
+__global__ void __launch_bounds__(kWarps * 32, 1) mma_lstm_forward(Params p) {
+  constexpr int kThreads = kWarps * 32;
   constexpr int kRows = 4 * U;                  // gate rows per CTA
   constexpr int kMTiles = (kRows + 15) / 16;
   constexpr int kKTilesAll = H / 16;
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kThreads, 1) mma_lstm_forward(Params p) {
   for (int t = 0; t < p.T; ++t) {
     // ---- wait for h_{t-1} from every CTA, stage it as bf16 hi + lo ---------------------------
     if (t > 0) {
-      if (threadIdx.x == 0) {
+      if (threadIdx.x == 0 && !kNoWait) {
         const unsigned want = static_cast<unsigned>(ctas) * static_cast<unsigned>(t);
         const unsigned long long start = global_ns();
         while (true) {
@@ -222,8 +222,10 @@ __global__ void __launch_bounds__(kThreads, 1) mma_lstm_forward(Params p) {
   }
 }
 
-template <int H, int U, int B>
+template <int H, int U, int B, int kWarps = 8, bool kNoWait = false>
 void run_case(int T, int repeats) {
+  constexpr int kThreads = kWarps * 32;
+  const auto kernel = mma_lstm_forward<H, U, B, kWarps, kNoWait>;
   const int ctas = (H + U - 1) / U;
   std::mt19937_64 rng(42 + H + B);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -281,18 +283,18 @@ void run_case(int T, int repeats) {
   CHECK(cudaMemset(derr, 0, 4));
 
   const size_t smem = 2 * sizeof(__nv_bfloat16) * B * (H + kPad);
-  CHECK(cudaFuncSetAttribute(mma_lstm_forward<H, U, B>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(smem)));
   int per_sm = 0, sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mma_lstm_forward<H, U, B>, kThreads,
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads,
                                                       smem));
   if (per_sm * sms < ctas) {
     std::printf("H=%d U=%d B=%d: %d CTAs do not fit (%d per SM x %d SMs)\n", H, U, B, ctas, per_sm, sms);
     return;
   }
   cudaFuncAttributes attr{};
-  CHECK(cudaFuncGetAttributes(&attr, mma_lstm_forward<H, U, B>));
+  CHECK(cudaFuncGetAttributes(&attr, kernel));
 
   Params p{T, du, dw, dy, dex, darr, derr};
   void* args[] = {&p};
@@ -303,7 +305,7 @@ void run_case(int T, int repeats) {
   for (int r = 0; r < repeats + 1; ++r) {
     CHECK(cudaMemsetAsync(darr, 0, 4));
     CHECK(cudaEventRecord(e0));
-    CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(mma_lstm_forward<H, U, B>),
+    CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(kernel),
                                       dim3(ctas), dim3(kThreads), args, smem, nullptr));
     CHECK(cudaEventRecord(e1));
     CHECK(cudaEventSynchronize(e1));
@@ -329,9 +331,9 @@ void run_case(int T, int repeats) {
   std::sort(ms.begin(), ms.end());
   const double med = ms[ms.size() / 2];
   std::printf(
-      "mma_lab,H=%d;B=%d;T=%d;U=%d,ctas=%d,regs=%d,spill_bytes=%d,us_per_step=%.3f,"
+      "mma_lab,H=%d;B=%d;T=%d;U=%d;warps=%d;nowait=%d,ctas=%d,regs=%d,spill_bytes=%d,us_per_step=%.3f,"
       "rel_l2=%.3g,max_abs=%.3g (first %d steps),timeout=%d\n",
-      H, B, T, U, ctas, attr.numRegs, static_cast<int>(attr.localSizeBytes), 1e3 * med / T,
+      H, B, T, U, kWarps, kNoWait ? 1 : 0, ctas, attr.numRegs, static_cast<int>(attr.localSizeBytes), 1e3 * med / T,
       std::sqrt(num / std::max(den, 1e-300)), worst, Tc, err);
   CHECK(cudaFree(du));
   CHECK(cudaFree(dy));
@@ -352,5 +354,11 @@ int main(int argc, char** argv) {
   run_case<1152, 9, 1>(T, repeats);
   run_case<1152, 9, 4>(T, repeats);
   run_case<1152, 9, 8>(T, repeats);
+  // More warps (half the k-tiles each), and the chain alone (no waiting: wrong results).
+  run_case<1024, 8, 4, 16>(T, repeats);
+  run_case<1024, 8, 8, 16>(T, repeats);
+  run_case<1024, 8, 4, 8, true>(T, repeats);
+  run_case<1152, 9, 4, 8, true>(T, repeats);
+  run_case<1152, 9, 8, 8, true>(T, repeats);
   return 0;
 }
