@@ -1,13 +1,14 @@
 // Kernels of the dynamic-graph GPU executors; the host contracts are in graph/gpu_kernels.h.
 //
 // Launch shapes (one named constant each):
-//   element-wise families (gather_pieces, pointwise, dropout, optimizer updates): 1-D grid-stride
+//   element-wise families (gather_pieces, pointwise, dropout, the SGD update): 1-D grid-stride
 //     loop over all B*width elements, kThreads per CTA, at most kMaxBlocks CTAs;
-//   scatter_add: one CTA per destination (grid-stride over destinations beyond kMaxBlocks),
-//     threads stride over the destination's elements and sum its sources in the order given;
+//   scatter_add: a 2-D grid (piece_grid): y over the destinations, x over the largest one's
+//     elements in kScatterThreads-wide chunks (about kMaxPieceBlocks CTAs in all); each element
+//     summed by one thread over its sources in the order given;
 //   softmax family: one CTA of kRowThreads per member (column vector), block reductions for the
 //     maximum and the sum of exponentials in shared memory;
-//   copy_pieces: as scatter_add, one CTA per piece;
+//   copy_pieces: as scatter_add, one grid row per piece;
 //   small products: kProductThreads (8 warps) per CTA, see the contracts at their kernels;
 //   fused elementwise groups: as the element-wise families over the L·n (lane, element) pairs.
 // Backward kernels write their dx through put(): += (GradWrite::Add) or = (GradWrite::Store).
@@ -31,6 +32,7 @@ constexpr int kThreads = 256;
 constexpr std::int64_t kMaxBlocks = 4096;
 constexpr int kRowThreads = 128;  // softmax family; a power of two (tree reduction)
 constexpr int kScatterThreads = 128;
+constexpr std::int64_t kMaxPieceBlocks = 4096;  // scatter_add / copy_pieces grids (x·y)
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kProductThreads = 256;
@@ -614,16 +616,19 @@ void gather_pieces(int B, int A, std::int64_t width, const std::int64_t* offs,
   PRNN_CHECK_LAUNCH();
 }
 
+namespace {
+
 // The grid of copy_pieces / scatter_add: y over the destinations, x over the largest one's
 // elements (capped so that x·y stays near kMaxPieceBlocks).
 dim3 piece_grid(int D, std::int64_t max_size) {
-  constexpr std::int64_t kMaxPieceBlocks = 4096;
   const std::int64_t y = std::min<std::int64_t>(D, 65535);
   const std::int64_t chunks = (max_size + kScatterThreads - 1) / kScatterThreads;
   const std::int64_t x = std::clamp<std::int64_t>(
       std::min(chunks, kMaxPieceBlocks / y), 1, kMaxPieceBlocks);
   return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
 }
+
+}  // namespace
 
 void copy_pieces(int D, std::int64_t max_size, float* const* dst, const std::int64_t* size,
                  const float* const* src, cudaStream_t stream) {
@@ -638,7 +643,7 @@ void scatter_add(int D, std::int64_t max_size, float* const* dst, const std::int
                  cudaStream_t stream) {
   check_sizes("scatter_add", D, 0, max_size);
   if (D == 0) return;
-  // With max_size 0 the flags are still set (one block per destination).
+  // With max_size 0 the flags are still set (one block column per destination).
   scatter_add_kernel<<<piece_grid(D, std::max<std::int64_t>(max_size, 1)), kScatterThreads, 0,
                        stream>>>(D, dst, size, first, src, flag);
   PRNN_CHECK_LAUNCH();
