@@ -1,5 +1,6 @@
 // The autobatching planner; the signature and both strategies are specified in graph/autobatch.h.
 #include "graph/autobatch.h"
+#include "graph/ops.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -280,19 +281,7 @@ void fuse_elementwise(const Graph& g, BatchPlan& plan) {
 }  // namespace
 
 bool is_elementwise(Op op) {
-  switch (op) {
-    case Op::Add:
-    case Op::Sub:
-    case Op::CMult:
-    case Op::Tanh:
-    case Op::Logistic:
-    case Op::Relu:
-    case Op::Sum:
-    case Op::Dropout:
-      return true;
-    default:
-      return false;
-  }
+  return op_info(op).elementwise;
 }
 
 bool is_shared_argument(Op op, size_t position) {

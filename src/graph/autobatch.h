@@ -22,7 +22,7 @@
 //
 // Elementwise fusion (Fusion::Elementwise; the batches stay as planned, groups are added on top):
 //   A group is a maximal run of >= 2 consecutive batches of the schedule whose ops are elementwise
-//   (is_elementwise: add, sub, cmult, tanh, logistic, relu, sum, dropout) and whose nodes all hold
+//   (is_elementwise: OpInfo::elementwise of the op registry, graph/ops.h) and whose nodes all hold
 //   the same number of elements n, cut short where a lane would exceed kMaxLaneNodes.
 //   Its nodes split into lanes: the connected components of the argument edges that lie inside
 //   the group (node -> argument, both in the group). Every argument of a node is therefore either
@@ -72,8 +72,8 @@ struct Batch {
 // gradients in registers).
 inline constexpr int kMaxLaneNodes = 16;
 
-// Ops a fused group may hold: one result element from the same element of every argument, all
-// arguments of the result's shape, none shared.
+// Ops a fused group may hold (the registry's OpInfo::elementwise): one result element from the
+// same element of every argument, all arguments of the result's shape, none shared.
 bool is_elementwise(Op op);
 
 struct FusedGroup {

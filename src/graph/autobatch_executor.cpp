@@ -52,30 +52,8 @@ double seconds_since(Clock::time_point t0) {
 enum class Family : std::uint8_t { RowWise, Flat, Product };
 
 Family family(Op op) {
-  switch (op) {
-    case Op::MatMul:
-    case Op::AffineTransform:
-      return Family::Product;
-    case Op::Add:
-    case Op::Sub:
-    case Op::CMult:
-    case Op::Tanh:
-    case Op::Logistic:
-    case Op::Relu:
-    case Op::Sum:
-      return Family::Flat;
-    case Op::Input:
-    case Op::Parameter:
-    case Op::Lookup:
-    case Op::Concatenate:
-    case Op::PickRange:
-    case Op::LogSoftmax:
-    case Op::PickNegLogSoftmax:
-    case Op::Dropout:
-      return Family::RowWise;
-  }
-  PRNN_ASSERT(false);
-  return Family::RowWise;
+  if (op == Op::MatMul || op == Op::AffineTransform) return Family::Product;
+  return op_info(op).pointwise ? Family::Flat : Family::RowWise;
 }
 
 // ---- Products over transposed column blocks ------------------------------------------------

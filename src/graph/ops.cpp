@@ -418,16 +418,24 @@ struct DropoutOp {
 
 // ---- The table ------------------------------------------------------------------------------
 
+// The pointwise ops (OpInfo::pointwise); with dropout, the element-wise ones.
+constexpr bool is_pointwise(Op op) {
+  return op == Op::Add || op == Op::Sub || op == Op::CMult || op == Op::Tanh ||
+         op == Op::Logistic || op == Op::Relu || op == Op::Sum;
+}
+
 constexpr OpInfo kRegistry[] = {
-#define PRNN_GRAPH_OP_ENTRY(id, name, arity) \
-  OpInfo{Op::id,                             \
-         name,                               \
-         arity,                              \
-         &id##Op::shape,                     \
-         &id##Op::forward<float>,            \
-         &id##Op::forward<double>,           \
-         &id##Op::backward<float>,           \
-         &id##Op::backward<double>},
+#define PRNN_GRAPH_OP_ENTRY(id, name, arity)            \
+  OpInfo{Op::id,                                        \
+         name,                                          \
+         arity,                                         \
+         &id##Op::shape,                                \
+         &id##Op::forward<float>,                       \
+         &id##Op::forward<double>,                      \
+         &id##Op::backward<float>,                      \
+         &id##Op::backward<double>,                     \
+         is_pointwise(Op::id) || Op::id == Op::Dropout, \
+         is_pointwise(Op::id)},
     PRNN_GRAPH_OPS(PRNN_GRAPH_OP_ENTRY)
 #undef PRNN_GRAPH_OP_ENTRY
 };

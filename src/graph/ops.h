@@ -44,6 +44,11 @@ struct OpInfo {
   ForwardFn<double> forward_f64;
   BackwardFn<float> backward_f32;
   BackwardFn<double> backward_f64;
+  // Element-wise: result element i from element i of every argument, all of the result's shape
+  // (what a fused group may hold). Pointwise: the element-wise ops that are one formula of their
+  // arguments' elements (all but dropout, whose mask also depends on the node).
+  bool elementwise;
+  bool pointwise;
 
   template <class T>
   ForwardFn<T> forward() const {

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "graph/ops.h"
 #include "prnn/error.h"
 #include "support/expect.h"
 #include "support/gradcheck.h"
@@ -171,6 +172,59 @@ TEST_P(GraphOp, Float32MatchesFloat64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, GraphOp, ::testing::ValuesIn(op_cases()), case_name);
+
+// The registry's element-wise flag (OpInfo::elementwise: what a fused group may hold) holds for the
+// op's reference: every argument has the result's shape, and changing element j of any argument
+// changes no result element but j. The pointwise ops are exactly the element-wise ones less
+// dropout. Cases whose last op is not element-wise have nothing to check here.
+TEST_P(GraphOp, ElementwiseFlagMatchesTheReference) {
+  const std::uint64_t kGraphSeed = rng_.gen()();
+  const auto evaluate = [&](std::vector<Expr>* xs, Op* op) {
+    Graph g(kGraphSeed);
+    const Expr out = build(g, xs).first;
+    *op = g.node(out.id).op;
+    CpuExecutor ex(Precision::F64);
+    ex.forward(g, out);
+    return ex.value(out);
+  };
+  std::vector<Expr> xs;
+  Op op = Op::Input;
+  const std::vector<double> y = evaluate(&xs, &op);
+  const OpInfo& info = op_info(op);
+  EXPECT_EQ(info.pointwise, info.elementwise && op != Op::Dropout) << to_string(op);
+  if (!info.elementwise) return;
+  for (std::size_t a = 0; a < leaves_.size(); ++a) {
+    ASSERT_EQ(leaves_[a].size(), y.size()) << GetParam().name << " argument " << a;
+    for (std::size_t j = 0; j < y.size(); ++j) {
+      const double saved = leaves_[a][j];
+      leaves_[a][j] += 0.25;
+      Op same = Op::Input;
+      const std::vector<double> y2 = evaluate(nullptr, &same);
+      leaves_[a][j] = saved;
+      for (std::size_t i = 0; i < y.size(); ++i) {
+        if (i == j) continue;
+        EXPECT_EQ(y2[i], y[i]) << GetParam().name << ": x" << a << "[" << j << "] moved y[" << i
+                               << "]";
+      }
+    }
+  }
+}
+
+// Every element-wise op of the registry has a case above (the flag test is not vacuous).
+TEST(GraphOpRegistry, EveryElementwiseOpHasACase) {
+  std::set<Op> last_ops;
+  for (const OpCase& c : op_cases()) {
+    Graph g;
+    std::vector<Expr> in;
+    for (const Dim& d : c.inputs) in.push_back(input(g, d, std::vector<double>(sz(d.size()), 0.5)));
+    last_ops.insert(g.node(c.build(g, in).id).op);
+  }
+  for (int i = 0; i < kOpCount; ++i) {
+    const auto op = static_cast<Op>(i);
+    if (!op_info(op).elementwise) continue;
+    EXPECT_TRUE(last_ops.count(op)) << to_string(op);
+  }
+}
 
 // Every op of the registry has a gradient check: the harness above or the leaf tests below.
 TEST(GraphOpRegistry, EveryOpIsCovered) {
