@@ -84,6 +84,11 @@ PersistentKnobs PersistentKnobs::from_environment() {
   if (const char* t = std::getenv("PRNN_PERSISTENT_TIMEOUT_MS"); t != nullptr && *t != '\0')
     k.timeout_ns = parse_knob("PRNN_PERSISTENT_TIMEOUT_MS", t, "a whole number of milliseconds") *
                    1'000'000ull;
+  if (const char* t = std::getenv("PRNN_PERSISTENT_TENSOR_CORES"); t != nullptr && *t != '\0') {
+    const std::uint64_t v = parse_knob("PRNN_PERSISTENT_TENSOR_CORES", t, "0 or 1");
+    PRNN_EXPECT(v <= 1, "PRNN_PERSISTENT_TENSOR_CORES: expected 0 or 1, got '{}'", t);
+    k.tensor_cores = v == 1;
+  }
   if (const char* t = std::getenv("PRNN_PERSISTENT_STALL"); t != nullptr && *t != '\0') {
     const std::string text = t, what = "<cta>:<step>:<milliseconds>";
     const std::size_t a = text.find(':'), b = a == std::string::npos ? a : text.find(':', a + 1);
@@ -105,7 +110,7 @@ std::string can_implement_persistent(const RnnDesc& desc, std::int64_t steps, st
   const DeviceInfo info = device_info(device);
   const persistent::Tiling t =
       persistent::tile(gate_count(desc.cell), desc.hidden_size, batch, info.sm_count,
-                       desc.weight_dtype);
+                       desc.weight_dtype, PersistentKnobs::from_environment().tensor_cores);
   if (t.shape < 0) return t.reason;
   for (persistent::Pass pass : {persistent::Pass::Forward, persistent::Pass::BackwardData})
     if (std::string why = persistent::prepare(pass, t, device); !why.empty()) return why;
@@ -225,10 +230,10 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
   PRNN_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
 
   if (recurrence_ == Recurrence::Persistent) {
-    tiling_ = persistent::tile(gate_count(desc.cell), H_, B_, device_info(device).sm_count,
-                               desc.weight_dtype);
-    PRNN_ASSERT(tiling_.shape >= 0);  // can_implement_persistent said so
     knobs_ = PersistentKnobs::from_environment();
+    tiling_ = persistent::tile(gate_count(desc.cell), H_, B_, device_info(device).sm_count,
+                               desc.weight_dtype, knobs_.tensor_cores);
+    PRNN_ASSERT(tiling_.shape >= 0);  // can_implement_persistent said so
     exchange_ = DeviceBuffer(persistent::exchange_bytes(tiling_, B_));
     PRNN_CUDA_CHECK(cudaMemset(exchange_.data(), 0, exchange_.bytes()));
     const unsigned control[persistent::kControlWords] = {0, 1, 0, 0};  // epoch 1: tags never 0

@@ -11,7 +11,39 @@ namespace prnn {
 
 namespace persistent {
 
-Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights) {
+namespace {
+
+// The tensor-core forward shape for t's layer, if one holds it (tiling.h); its description goes
+// before the FMA shape's, which then names the backward.
+void pick_tensor_core(Tiling& t, std::int64_t hidden, std::int64_t batch, int sm_count,
+                      DType weights) {
+  const int n_tiles = batch <= 8 ? 1 : 2;
+  int best = -1;
+  for (int i = 0; i < kTensorCoreShapeCount; ++i) {
+    const TensorCoreShape& s = kTensorCoreShapes[i];
+    if (s.gates != t.gates || s.storage != weights || s.n_tiles != n_tiles) continue;
+    if ((hidden + s.rows - 1) / s.rows > sm_count ||
+        hidden > std::int64_t{kTensorCoreWarps} * s.k_tiles * 16)
+      continue;
+    if (best < 0 || s.rows < kTensorCoreShapes[best].rows) best = i;
+  }
+  if (best < 0) return;
+  const TensorCoreShape& s = kTensorCoreShapes[best];
+  t.tensor_core = best;
+  t.tensor_core_ctas = static_cast<int>((hidden + s.rows - 1) / s.rows);
+  t.tensor_core_smem_bytes = tensor_core_smem_bytes(s);
+  const int m_tiles = (t.gates * s.rows + 15) / 16;
+  t.reason = fmt::format(
+      "forward on tensor cores: {} CTAs x {} threads, {} hidden units ({} gate rows) per CTA, "
+      "W_hh as {} mma fragments ({} registers per thread), batch in chunks of {}; backward: {}",
+      t.tensor_core_ctas, kTensorCoreThreads, s.rows, t.gates * s.rows, to_string(s.storage),
+      4 * m_tiles * s.k_tiles, 8 * s.n_tiles, t.reason);
+}
+
+}  // namespace
+
+Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
+            bool tensor_cores) {
   PRNN_EXPECT(hidden >= 1 && batch >= 1 && sm_count >= 1,
               "persistent tiling: expected hidden, batch and SM count >= 1, got {}, {}, {}",
               hidden, batch, sm_count);
@@ -68,6 +100,7 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
         t.ctas, t.threads, t.rows, gates * t.rows,
         (s.staged ? 1 : gates) * t.rows * kUnitsPerRecord * t.groups, to_string(t.storage),
         t.batch_chunk, s.staged ? ", records staged in shared memory" : "");
+    if (tensor_cores) pick_tensor_core(t, hidden, batch, sm_count, weights);
     return t;
   }
   std::int64_t max_hidden = 0;  // the largest H any shape of this cell holds

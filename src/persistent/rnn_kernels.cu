@@ -28,53 +28,27 @@
 //           step s-1, which its producers published only after reading all of step s-2.
 // Limits:   B·NG·H < 2^31, T < 2^31; every wait bounded by timeout_ns (then kStatusTimeout,
 //           exit).
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cstdint>
 #include <type_traits>
 #include <utility>
 
 #include "core/cuda_check.h"
-#include "core/device_clock.cuh"
 #include "gemm_rnn/activation.cuh"
 #include "gemm_rnn/gates.cuh"
+#include "persistent/kernel_common.cuh"
 #include "persistent/rnn_kernels.h"
+#include "persistent/tensor_core_kernel.cuh"
 #include "prnn/error.h"
 #include "prnn/rnn.h"
 
 namespace prnn::persistent {
 namespace {
 
-using gemm_rnn::activate;
 using gemm_rnn::activate_grad;
 using gemm_rnn::gru_backward;
-using gemm_rnn::gru_forward;
 using gemm_rnn::lstm_backward;
-using gemm_rnn::lstm_forward;
 
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
-constexpr int kR3 = kUnitsPerRecord;
-constexpr unsigned kSpinsPerCheck = 16;  // polls between looks at the clock and the abort flags
-
-// One record, read and written as a single 16-byte access at GPU scope (the value and its tag
-// travel together: no fence, no separate flag).
-__device__ __forceinline__ float4 load_record(const float4* p) {
-  float4 v;
-  asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
-}
-__device__ __forceinline__ void store_record(float4* p, float4 v) {
-  asm volatile("st.relaxed.gpu.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x),
-               "f"(v.y), "f"(v.z), "f"(v.w)
-               : "memory");
-}
-__device__ __forceinline__ bool tagged(const float4& r, unsigned tag) {
-  return __float_as_uint(r.w) == tag;
-}
 
 // c ? a : b on values (a plain ?: on array elements can become a select of addresses, which
 // moves the array to local memory).
@@ -118,28 +92,6 @@ __device__ __forceinline__ void warp_reduce_scatter(float (&v)[NP], int lane) {
   }
 }
 
-// Two weights as 16-bit values in one register (lo in the low half) and back to fp32. The
-// weights come from 16-bit tensors, so the round trip is exact.
-template <DType WS>
-__device__ __forceinline__ unsigned pack16(float lo, float hi) {
-  if constexpr (WS == DType::BF16)
-    return static_cast<unsigned>(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
-           static_cast<unsigned>(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16;
-  else
-    return static_cast<unsigned>(__half_as_ushort(__float2half_rn(lo))) |
-           static_cast<unsigned>(__half_as_ushort(__float2half_rn(hi))) << 16;
-}
-template <DType WS>
-__device__ __forceinline__ void unpack16(unsigned v, float& lo, float& hi) {
-  if constexpr (WS == DType::BF16) {
-    lo = __uint_as_float(v << 16);
-    hi = __uint_as_float(v & 0xFFFF0000u);
-  } else {
-    lo = __half2float(__ushort_as_half(static_cast<unsigned short>(v & 0xFFFFu)));
-    hi = __half2float(__ushort_as_half(static_cast<unsigned short>(v >> 16)));
-  }
-}
-
 __device__ __forceinline__ float component(const float4& r, int c) {
   return c == 0 ? r.x : c == 1 ? r.y : r.z;
 }
@@ -164,47 +116,6 @@ __device__ __forceinline__ void fma_rows(const WReg (&rW)[kWRows][kCols], int co
 #pragma unroll
       for (int bb = 0; bb < BC; ++bb) acc[i * BC + bb] = fmaf(rW[i][col], hv[bb], acc[i * BC + bb]);
     }
-  }
-}
-
-// Whether a wait begun at `start` may go on: false when an abort was requested (by this CTA or
-// another), or when the wait outlasts p.timeout_ns, which it reports (kStatusTimeout) and turns
-// into an abort of every CTA.
-__device__ __forceinline__ bool keep_waiting(std::uint64_t start, const Params& p,
-                                             const int* s_abort) {
-  if (*static_cast<const volatile int*>(s_abort) != 0 ||
-      *static_cast<volatile unsigned*>(p.control + kAbort) != 0)
-    return false;
-  if (global_ns() - start > p.timeout_ns) {
-    atomicOr(p.control + kStatus, kStatusTimeout);
-    atomicExch(p.control + kAbort, 1u);
-    if (p.status_host != nullptr) *static_cast<volatile unsigned*>(p.status_host) = kStatusTimeout;
-    return false;
-  }
-  return true;
-}
-
-// Polls until every record r[u] whose address at[u] is not null carries `tag`, reloading the
-// missing ones (all loads in flight at once). Returns false, with kStatusTimeout reported and
-// every CTA told to abort, when a wait outlasts p.timeout_ns, or when an abort was requested.
-template <int N>
-__device__ bool wait_records(float4 (&r)[N], const float4* const (&at)[N], unsigned tag,
-                             const Params& p, const int* s_abort) {
-  bool ready = true;
-#pragma unroll
-  for (int u = 0; u < N; ++u) ready &= at[u] == nullptr || tagged(r[u], tag);
-  if (ready) return true;
-  const std::uint64_t start = global_ns();
-  for (unsigned spins = 1;; ++spins) {
-#pragma unroll
-    for (int u = 0; u < N; ++u)
-      if (at[u] != nullptr && !tagged(r[u], tag)) r[u] = load_record(at[u]);
-    ready = true;
-#pragma unroll
-    for (int u = 0; u < N; ++u) ready &= at[u] == nullptr || tagged(r[u], tag);
-    if (ready) return true;
-    if (spins % kSpinsPerCheck != 0) continue;
-    if (!keep_waiting(start, p, s_abort)) return false;
   }
 }
 
@@ -310,11 +221,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
     // backward runs the forward order reversed: t + t_step), and whether there is none.
     const std::int64_t t_prev = kFwd ? t - p.t_step : t + p.t_step;
     const bool first_fwd = kFwd ? s == 0 : s == p.steps - 1;
-    if (p.stall_cta == static_cast<int>(blockIdx.x) && p.stall_step == s) {
-      const std::uint64_t until = global_ns() + p.stall_ns;
-      while (global_ns() < until) {
-      }
-    }
+    stall_if_asked(p, s);
     const bool from_exchange = s > 0;
     const bool has_source = from_exchange || (kFwd && p.h0 != nullptr);
     const float4* src = p.exchange + static_cast<std::int64_t>((s - 1) & 1) * B * K;
@@ -346,12 +253,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
           const std::int64_t tbh = (t * B + f_b) * H + row;
           const std::int64_t tbgh = (t * B + f_b) * NG * H + row;         // + q·H: gate q
           if constexpr (kFwd) {
+            float uc[NG];
+            load_forward_unit<NG>(p, t, t_prev, first_fwd, f_b, row, uc, st[0][c]);
 #pragma unroll
-            for (int q = 0; q < NG; ++q) u[q][c] = p.pre[tbgh + q * H];
-            if constexpr (kLstm)
-              st[0][c] = first_fwd ? p.initial[bh] : p.cell[(t_prev * B + f_b) * H + row];
-            if constexpr (kGru)
-              st[0][c] = first_fwd ? p.initial[bh] : p.out[(t_prev * B + f_b) * p.out_stride + row];
+            for (int q = 0; q < NG; ++q) u[q][c] = uc[q];
           } else {
             u[0][c] = p.dy[(t * B + f_b) * p.dy_stride + row];
 #pragma unroll
@@ -534,66 +439,22 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
         for (int c = 0; c < kR3; ++c) {
           const int row = row0 + kR3 * f_q + c;
           const bool live = row < H;
-          const std::int64_t bh = static_cast<std::int64_t>(f_b) * H + row;
-          const std::int64_t tbh = (t * B + f_b) * H + row;
-          const std::int64_t tbgh = (t * B + f_b) * NG * H + row;
           if constexpr (kFwd) {
             float h = 0.0f;
-            // Padded (vanilla, LSTM): h_prev, which this thread stored one step earlier.
-            float h_pass = 0.0f;
-            if constexpr (!kGru) {
-              if (f_pad && live)
-                h_pass = !first_fwd            ? p.out[(t_prev * B + f_b) * p.out_stride + row]
-                         : p.h0 != nullptr ? p.h0[bh]
-                                           : 0.0f;
-            }
-            if constexpr (NG == 1) {
-              const float a = u[0][c] + mv[0][c] + bias[c];
-              h = f_pad ? h_pass : activate(p.act, a);
-              if (live) p.pre[tbgh] = a;
-            } else if constexpr (kLstm) {
-              float a[4];
-#pragma unroll
-              for (int q = 0; q < 4; ++q)
-                a[q] = live ? u[q][c] + mv[q][c] + (__ldg(p.b_ih + q * H + row) +
-                                                    __ldg(p.b_hh + q * H + row))
-                            : 0.0f;
-              float c_new;
-              lstm_forward(a, st[0][c], c_new, h);
-              if (f_pad) {
-                c_new = st[0][c];
-                h = h_pass;
-              }
-              if (live) {
-#pragma unroll
-                for (int q = 0; q < 4; ++q) p.pre[tbgh + q * H] = a[q];
-                p.cell[tbh] = c_new;
-                if (p.cn != nullptr && s == p.steps - 1) p.cn[bh] = c_new;
-              }
-            } else {
-              float a_ih[3], a_hh[3];
-#pragma unroll
-              for (int q = 0; q < 3; ++q) {
-                a_ih[q] = live ? u[q][c] + __ldg(p.b_ih + q * H + row) : 0.0f;
-                a_hh[q] = live ? mv[q][c] + __ldg(p.b_hh + q * H + row) : 0.0f;
-              }
-              h = f_pad ? st[0][c] : gru_forward(a_ih, a_hh, st[0][c]);
-              if (live) {
-#pragma unroll
-                for (int q = 0; q < 3; ++q) {
-                  p.pre[tbgh + q * H] = a_ih[q];
-                  p.pre_h[tbgh + q * H] = a_hh[q];
-                }
-              }
-            }
             if (live) {
-              const std::int64_t o = (t * B + f_b) * p.out_stride + row;
-              p.out[o] = h;
-              if (p.out2 != nullptr) p.out2[o] = f_pad ? 0.0f : h;
-              if (p.hn != nullptr && s == p.steps - 1) p.hn[bh] = h;
+              float uc[NG], mvc[NG];
+#pragma unroll
+              for (int q = 0; q < NG; ++q) {
+                uc[q] = u[q][c];
+                mvc[q] = mv[q][c];
+              }
+              h = finish_forward_unit<NG>(p, s, t, t_prev, first_fwd, f_b, row, uc, st[0][c], mvc,
+                                          bias[c], f_pad);
             }
             v[c] = live ? h : 0.0f;
           } else {
+            const std::int64_t bh = static_cast<std::int64_t>(f_b) * H + row;
+            const std::int64_t tbgh = (t * B + f_b) * NG * H + row;
             // mv is 0 at s = 0 and extra 0 at s > 0 without lengths: the sum is exact there.
             // Padded: dy ignored, no gate gradients, dh goes on in the carry.
             const float dh = (f_pad ? 0.0f : u[0][c]) + (mv[0][c] + extra[c]);
@@ -656,20 +517,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
     }
   }
 
-  // The last CTA to finish advances the epoch past this launch's tags (never through 0, the tag
-  // of a zeroed record) and clears the abort flag for the next launch.
-  if (tid == 0) {
-    if (atomicAdd(p.control + kDone, 1u) == gridDim.x - 1) {
-      p.control[kDone] = 0;
-      p.control[kAbort] = 0;
-      unsigned next = epoch + static_cast<unsigned>(p.steps);
-      if (next < epoch || next > 0xFFFFFFFFu - static_cast<unsigned>(p.steps)) next = 1;
-      p.control[kEpoch] = next;
-    }
-  }
+  if (tid == 0) end_launch(p, epoch);
 }
 
-// ---- the one dispatch point: (shape, batch chunk, pass) -> kernel ------------------------------
+// ---- the one dispatch point: (pass, shape, lengths) -> kernel and launch shape -------------
 
 // Sequence lengths are a separate instantiation: the per-row padding checks cost ~10% of a step
 // (H=1152 B=4: 3.30 vs 3.03 µs), so the kernels without them carry none.
@@ -688,15 +539,45 @@ KernelFn pick(int shape, std::index_sequence<I...>) {
   return fns[shape];
 }
 
-KernelFn kernel_for(Pass pass, const Tiling& tiling, bool lengths) {
+template <int I, bool L>
+constexpr KernelFn tensor_core_kernel_of() {
+  constexpr TensorCoreShape s = kTensorCoreShapes[I];
+  return &tensor_core_forward_kernel<s.gates, s.rows, s.k_tiles, s.n_tiles, s.storage, L>;
+}
+
+template <bool L, std::size_t... I>
+KernelFn pick_tensor_core(int shape, std::index_sequence<I...>) {
+  constexpr KernelFn fns[] = {tensor_core_kernel_of<static_cast<int>(I), L>()...};
+  return fns[shape];
+}
+
+struct LaunchShape {
+  KernelFn fn = nullptr;
+  int ctas = 0, threads = 0;
+  std::size_t smem_bytes = 0;
+};
+
+LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths) {
   if (tiling.shape < 0 || tiling.shape >= kShapeCount)
     throw InternalError("persistent kernel: no kernel shape (" + tiling.reason + ")");
+  if (pass == Pass::Forward && tiling.tensor_core >= 0) {
+    if (tiling.tensor_core >= kTensorCoreShapeCount)
+      throw InternalError("persistent kernel: no tensor-core shape " +
+                          std::to_string(tiling.tensor_core));
+    const auto seq = std::make_index_sequence<kTensorCoreShapeCount>{};
+    return {lengths ? pick_tensor_core<true>(tiling.tensor_core, seq)
+                    : pick_tensor_core<false>(tiling.tensor_core, seq),
+            tiling.tensor_core_ctas, kTensorCoreThreads, tiling.tensor_core_smem_bytes};
+  }
   const auto seq = std::make_index_sequence<kShapeCount>{};
+  KernelFn fn = nullptr;
   if (lengths)
-    return pass == Pass::Forward ? pick<true, Pass::Forward>(tiling.shape, seq)
-                                 : pick<true, Pass::BackwardData>(tiling.shape, seq);
-  return pass == Pass::Forward ? pick<false, Pass::Forward>(tiling.shape, seq)
+    fn = pass == Pass::Forward ? pick<true, Pass::Forward>(tiling.shape, seq)
+                               : pick<true, Pass::BackwardData>(tiling.shape, seq);
+  else
+    fn = pass == Pass::Forward ? pick<false, Pass::Forward>(tiling.shape, seq)
                                : pick<false, Pass::BackwardData>(tiling.shape, seq);
+  return {fn, tiling.ctas, tiling.threads, tiling.smem_bytes};
 }
 
 }  // namespace
@@ -711,31 +592,30 @@ std::string prepare(Pass pass, const Tiling& tiling, int device) {
   PRNN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   if (cooperative == 0) return "this GPU does not support cooperative launches";
   for (bool lengths : {false, true}) {  // both instantiations must fit
-    const KernelFn fn = kernel_for(pass, tiling, lengths);
-    if (tiling.smem_bytes > 0)  // staged shapes: allow the dynamic shared memory they need
-      PRNN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+    const LaunchShape k = kernel_for(pass, tiling, lengths);
+    if (k.smem_bytes > 0)  // staged shapes: allow the dynamic shared memory they need
+      PRNN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(tiling.smem_bytes)));
+                                           static_cast<int>(k.smem_bytes)));
     int per_sm = 0;
     PRNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, reinterpret_cast<const void*>(fn), tiling.threads, tiling.smem_bytes));
-    if (static_cast<std::int64_t>(per_sm) * sms < tiling.ctas)
-      return "the persistent kernel needs " + std::to_string(tiling.ctas) +
-             " co-resident CTAs of " + std::to_string(tiling.threads) +
-             " threads; the occupancy API reports room for " + std::to_string(per_sm) +
-             " per SM on " + std::to_string(sms) + " SMs";
+        &per_sm, reinterpret_cast<const void*>(k.fn), k.threads, k.smem_bytes));
+    if (static_cast<std::int64_t>(per_sm) * sms < k.ctas)
+      return "the persistent kernel needs " + std::to_string(k.ctas) + " co-resident CTAs of " +
+             std::to_string(k.threads) + " threads; the occupancy API reports room for " +
+             std::to_string(per_sm) + " per SM on " + std::to_string(sms) + " SMs";
   }
   return {};
 }
 
 void launch(Pass pass, const Tiling& tiling, const Params& params, cudaStream_t stream) {
-  const KernelFn fn = kernel_for(pass, tiling, params.lengths != nullptr);
+  const LaunchShape k = kernel_for(pass, tiling, params.lengths != nullptr);
   Params p = params;
   void* args[] = {&p};
-  PRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fn),
-                                              dim3(static_cast<unsigned>(tiling.ctas)),
-                                              dim3(static_cast<unsigned>(tiling.threads)), args,
-                                              tiling.smem_bytes, stream));
+  PRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(k.fn),
+                                              dim3(static_cast<unsigned>(k.ctas)),
+                                              dim3(static_cast<unsigned>(k.threads)), args,
+                                              k.smem_bytes, stream));
 }
 
 }  // namespace prnn::persistent

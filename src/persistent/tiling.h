@@ -20,6 +20,7 @@
 // B ≤ 4, else 4), with G chosen per (R, BC) in the table.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -84,6 +85,44 @@ inline constexpr int wanted_staged_chunk(std::int64_t batch) {
   return batch <= 1 ? 1 : batch <= 2 ? 2 : 4;
 }
 
+// Tensor-core forward shapes (tensor_core_kernel.cuh), for GRU and LSTM with 16-bit weights:
+//   CTA k owns the R hidden units [k·R, (k+1)·R), NG·R rows of W_hh held as mma.sync A
+//   fragments by kTensorCoreWarps warps, warp w the k-tiles (16 columns) [w·KT, (w+1)·KT): the
+//   shape holds H ≤ kTensorCoreWarps·KT·16; the batch goes through in chunks of 8·NT (the mma's
+//   n is the batch). The backward of such a layer runs on the FMA shape of the same tiling.
+struct TensorCoreShape {
+  int gates = 4;      // NG: 3 GRU, 4 LSTM
+  int rows = 0;       // R hidden units per CTA
+  int k_tiles = 0;    // KT per warp
+  int n_tiles = 1;    // NT: batch chunk 8·NT
+  DType storage = DType::BF16;
+};
+
+inline constexpr int kTensorCoreWarps = 8;
+inline constexpr int kTensorCoreThreads = kTensorCoreWarps * 32;
+// 16-bit elements of padding after each staged row of h: the 8 rows of an n tile then start 4
+// banks apart, so a warp's B-fragment loads hit 32 different banks.
+inline constexpr int kStagePad = 8;
+
+// Dynamic shared memory of a tensor-core shape: the staged hi and lo rows of one batch chunk.
+constexpr std::size_t tensor_core_smem_bytes(const TensorCoreShape& s) {
+  return std::size_t{2} * static_cast<std::size_t>(8 * s.n_tiles) *
+         static_cast<std::size_t>(kTensorCoreWarps * s.k_tiles * 16 + kStagePad) * 2;
+}
+
+// R = 3 covers H ≤ 3·SMs (KT = 4: 512 columns), R = 9 the rest up to 1152 (KT = 9), each for a
+// batch chunk of 8 or 16, bf16 or f16.
+inline constexpr TensorCoreShape kTensorCoreShapes[] = {
+    {3, 3, 4, 1, DType::BF16}, {3, 3, 4, 2, DType::BF16}, {3, 9, 9, 1, DType::BF16},
+    {3, 9, 9, 2, DType::BF16}, {3, 3, 4, 1, DType::F16},  {3, 3, 4, 2, DType::F16},
+    {3, 9, 9, 1, DType::F16},  {3, 9, 9, 2, DType::F16},  {4, 3, 4, 1, DType::BF16},
+    {4, 3, 4, 2, DType::BF16}, {4, 9, 9, 1, DType::BF16}, {4, 9, 9, 2, DType::BF16},
+    {4, 3, 4, 1, DType::F16},  {4, 3, 4, 2, DType::F16},  {4, 9, 9, 1, DType::F16},
+    {4, 9, 9, 2, DType::F16},
+};
+inline constexpr int kTensorCoreShapeCount =
+    static_cast<int>(sizeof(kTensorCoreShapes) / sizeof(kTensorCoreShapes[0]));
+
 struct Tiling {
   int shape = -1;  // index into kShapes; -1: no shape fits (reason says why)
   int gates = 1, rows = 0, groups = 0, batch_chunk = 0;
@@ -94,6 +133,11 @@ struct Tiling {
   // Records per batch element and step of the larger exchanged vector: ceil(NG·H / 3) (the
   // backward's dQ; the forward's h needs ceil(H / 3)).
   std::int64_t records = 0;
+  // The forward on tensor cores: index into kTensorCoreShapes, -1 when the forward runs on the
+  // FMA shape above (fp32 weights, vanilla cells, or tensor cores turned off).
+  int tensor_core = -1;
+  int tensor_core_ctas = 0;
+  std::size_t tensor_core_smem_bytes = 0;
   std::string reason;
 };
 
@@ -101,6 +145,10 @@ struct Tiling {
 // with `sm_count` SMs (one CTA per SM). bf16 weights use the packed shapes where one exists at
 // the fewest rows; other 16-bit weights are held in fp32 on chip; f64 returns shape -1 with the
 // reason.
-Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights);
+// With tensor_cores (the default), GRU and LSTM layers with bf16 or f16 weights get a
+// tensor-core forward where a shape holds H: the fewest rows per CTA that fit the SMs, the
+// smaller batch chunk that takes the whole batch (8, else 16).
+Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
+            bool tensor_cores = true);
 
 }  // namespace prnn::persistent

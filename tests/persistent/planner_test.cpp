@@ -2,6 +2,7 @@
 // and a small made-up GPU): capacity decisions at the boundary and the cost model's terms.
 #include <gtest/gtest.h>
 
+#include "persistent/tiling.h"
 #include "prnn/error.h"
 #include "prnn/plan.h"
 
@@ -110,6 +111,61 @@ TEST(Planner, GatedCellsUseTheirKernelTiling) {
   EXPECT_NE(half.kernel.find("bf16 weights per thread"), std::string::npos) << half.kernel;
   // f32 weights never take a 16-bit shape.
   EXPECT_NE(lstm.kernel.find("f32 weights per thread"), std::string::npos) << lstm.kernel;
+}
+
+// The tensor-core forward: GRU and LSTM with 16-bit weights, the fewest units per CTA that fit
+// the SMs, the batch chunk of 8 up to B = 8 and of 16 beyond; never for fp32 weights, vanilla
+// cells, layers no shape holds, or with tensor cores turned off. The backward keeps the FMA
+// shape of the same tiling.
+TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
+  using persistent::kTensorCoreShapes;
+  const persistent::Tiling lstm = persistent::tile(4, 1152, 4, 132, DType::BF16);
+  ASSERT_GE(lstm.tensor_core, 0) << lstm.reason;
+  EXPECT_EQ(kTensorCoreShapes[lstm.tensor_core].rows, 9);
+  EXPECT_EQ(kTensorCoreShapes[lstm.tensor_core].n_tiles, 1);
+  EXPECT_EQ(kTensorCoreShapes[lstm.tensor_core].storage, DType::BF16);
+  EXPECT_EQ(lstm.tensor_core_ctas, 128);
+  EXPECT_EQ(lstm.tensor_core_smem_bytes,
+            persistent::tensor_core_smem_bytes(kTensorCoreShapes[lstm.tensor_core]));
+  EXPECT_GE(lstm.shape, 0);  // the backward's FMA shape
+  EXPECT_TRUE(persistent::kShapes[lstm.shape].staged);
+  EXPECT_NE(lstm.reason.find("forward on tensor cores: 128 CTAs"), std::string::npos)
+      << lstm.reason;
+  EXPECT_NE(lstm.reason.find("backward: 128 CTAs"), std::string::npos) << lstm.reason;
+
+  const persistent::Tiling b16 = persistent::tile(4, 1024, 16, 132, DType::BF16);
+  ASSERT_GE(b16.tensor_core, 0);
+  EXPECT_EQ(kTensorCoreShapes[b16.tensor_core].n_tiles, 2);
+  const persistent::Tiling b9 = persistent::tile(3, 1000, 9, 132, DType::F16);
+  ASSERT_GE(b9.tensor_core, 0);
+  EXPECT_EQ(kTensorCoreShapes[b9.tensor_core].n_tiles, 2);
+  EXPECT_EQ(kTensorCoreShapes[b9.tensor_core].storage, DType::F16);
+  EXPECT_EQ(kTensorCoreShapes[b9.tensor_core].gates, 3);
+  const persistent::Tiling b8 = persistent::tile(3, 1000, 8, 132, DType::F16);
+  ASSERT_GE(b8.tensor_core, 0);
+  EXPECT_EQ(kTensorCoreShapes[b8.tensor_core].n_tiles, 1);
+  // Small layers: 3 units per CTA (H <= 3 SMs), 4 k-tiles per warp.
+  const persistent::Tiling small = persistent::tile(4, 100, 3, 132, DType::F16);
+  ASSERT_GE(small.tensor_core, 0);
+  EXPECT_EQ(kTensorCoreShapes[small.tensor_core].rows, 3);
+  EXPECT_EQ(small.tensor_core_ctas, 34);
+  const persistent::Tiling edge = persistent::tile(4, 397, 3, 132, DType::BF16);
+  ASSERT_GE(edge.tensor_core, 0);
+  EXPECT_EQ(kTensorCoreShapes[edge.tensor_core].rows, 9);
+  // Every picked shape holds H in its k-tiles.
+  const std::pair<const persistent::Tiling*, int> held[] = {
+      {&lstm, 1152}, {&b16, 1024}, {&b9, 1000}, {&b8, 1000}, {&small, 100}, {&edge, 397}};
+  for (const auto& [t, H] : held)
+    EXPECT_GE(persistent::kTensorCoreWarps * kTensorCoreShapes[t->tensor_core].k_tiles * 16, H);
+
+  EXPECT_EQ(persistent::tile(4, 1152, 4, 132, DType::F32).tensor_core, -1);   // fp32
+  EXPECT_EQ(persistent::tile(1, 1152, 4, 132, DType::BF16).tensor_core, -1);  // vanilla
+  EXPECT_EQ(persistent::tile(4, 1152, 4, 132, DType::BF16, false).tensor_core, -1);  // off
+  EXPECT_EQ(persistent::tile(4, 1200, 4, 132, DType::BF16).tensor_core, -1);  // no shape holds it
+  EXPECT_EQ(persistent::tile(4, 1152, 4, 100, DType::BF16).tensor_core, -1);  // too few SMs
+
+  const PersistentPlan plan = plan_persistent(rnn(Cell::LSTM, 1152, DType::BF16), 4, h200());
+  EXPECT_NE(plan.kernel.find("forward on tensor cores"), std::string::npos) << plan.kernel;
 }
 
 TEST(Planner, RejectsBadInput) {

@@ -130,6 +130,17 @@ std::vector<RnnCase> cases() {
     m.lengths = {50, 1, 47, 50, 3};
     for (const RnnCase& c : {a, b, r, n, m}) v.push_back(c);
   }
+  // The tensor-core forward (16-bit GRU / LSTM): batch chunks of 8 and 16, two chunks of 16,
+  // the small-H shape (R = 3), H = 1, lengths across a chunk of 16.
+  v.push_back({Cell::LSTM, 33, 20, 16, 1152, 1, false, true, DType::BF16});  // chunks 16 + 4
+  v.push_back({Cell::GRU, 40, 9, 16, 1000, 1, false, true, DType::F16});     // one chunk of 16
+  v.push_back({Cell::LSTM, 25, 3, 5, 100, 2, true, true, DType::F16});       // R = 3
+  v.push_back({Cell::GRU, 60, 2, 3, 1, 1, false, true, DType::BF16});        // H = 1
+  {
+    RnnCase g{Cell::GRU, 30, 11, 16, 515, 1, true, true, DType::BF16};
+    g.lengths = {30, 1, 27, 12, 30, 2, 29, 16, 5, 30, 3};
+    v.push_back(g);
+  }
   {
     RnnCase h{Cell::LSTM, 30, 4, 16, 1024, 2, false, true, DType::BF16};  // 16-bit, packed
     h.residual_every = 1;
@@ -139,10 +150,15 @@ std::vector<RnnCase> cases() {
   return v;
 }
 
+// fma_forward: a 16-bit GRU / LSTM case run with PRNN_PERSISTENT_TENSOR_CORES=0, so that the
+// forward takes the FMA kernel's packed 16-bit shapes instead of the tensor-core kernel.
 struct GpuCase {
   RnnAlgo algo = RnnAlgo::Persistent;
   RnnCase c;
-  std::string name() const { return std::string(to_string(algo)) + "_" + c.name(); }
+  bool fma_forward = false;
+  std::string name() const {
+    return std::string(to_string(algo)) + (fma_forward ? "_fmaforward_" : "_") + c.name();
+  }
 };
 inline void PrintTo(const GpuCase& g, std::ostream* os) { *os << g.name(); }
 
@@ -150,6 +166,9 @@ std::vector<GpuCase> gpu_cases() {
   std::vector<GpuCase> v;
   for (RnnAlgo algo : {RnnAlgo::Persistent, RnnAlgo::GemmPerStep})
     for (const RnnCase& c : cases()) v.push_back({algo, c});
+  for (const RnnCase& c : cases())
+    if (c.dtype != DType::F32 && (c.cell == Cell::GRU || c.cell == Cell::LSTM))
+      v.push_back({RnnAlgo::Persistent, c, true});
   return v;
 }
 
@@ -183,7 +202,8 @@ const RnnData& reference_of(const RnnCase& c) {
     for (const RnnCase& rc : all) {
       const bool wanted = std::any_of(selected.begin(), selected.end(), [&](const std::string& n) {
         for (RnnAlgo algo : {RnnAlgo::Persistent, RnnAlgo::GemmPerStep})
-          if (n == "MatchesReference/" + GpuCase{algo, rc}.name()) return true;
+          for (bool fma : {false, true})
+            if (n == "MatchesReference/" + GpuCase{algo, rc, fma}.name()) return true;
         return false;
       });
       if (!wanted) continue;
@@ -316,6 +336,15 @@ void run_all(Rnn& rnn, const RnnCase& c, const Inputs& in, Outputs& o) {
   rnn.backward_weights(in.x.view(xs), in.h0.view(ss), in.c0.view(ss), o.dparams.view(ps));
 }
 
+// Sets an environment variable for a scope, then unsets it.
+struct EnvScope {
+  const char* name;
+  EnvScope(const char* n, const char* value) : name(n) { EXPECT_EQ(setenv(n, value, 1), 0); }
+  ~EnvScope() { unsetenv(name); }
+  EnvScope(const EnvScope&) = delete;
+  EnvScope& operator=(const EnvScope&) = delete;
+};
+
 class RnnGpu : public ::testing::TestWithParam<GpuCase> {};
 
 TEST_P(RnnGpu, MatchesReference) {
@@ -324,6 +353,7 @@ TEST_P(RnnGpu, MatchesReference) {
   const RnnCase& c = GetParam().c;
   const RnnData& s = reference_of(c);
 
+  const EnvScope tensor_cores("PRNN_PERSISTENT_TENSOR_CORES", GetParam().fma_forward ? "0" : "1");
   Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), GetParam().algo);
   ASSERT_EQ(rnn.algo(), GetParam().algo) << rnn.reason();
   const Inputs in = upload_inputs(s, c.dtype);
@@ -434,50 +464,58 @@ std::string grid_name(const ::testing::TestParamInfo<GridCase>& info) {
 INSTANTIATE_TEST_SUITE_P(Issue, RnnGrid, ::testing::ValuesIn(grid()), grid_name);
 
 // A CTA stalled past the wait bound: the others time out, every CTA leaves, check() throws
-// RuntimeError; a new Rnn on the same GPU then runs correctly.
+// RuntimeError; a new Rnn on the same GPU then runs correctly. Once for the FMA kernel (tanh,
+// fp32) and once for the tensor-core forward (LSTM, bf16: H = 1152, the largest shape).
 TEST(RnnGpuSafety, StalledCtaBecomesRuntimeError) {
   ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
-  const RnnCase c{Cell::Tanh, 64, 3, 5, 600, 1, false, true};
-  const RnnData s = test::make_rnn_data(c, base_seed() + 2);
-  const DevTensor x = upload(s.x), params = upload(s.params), h0 = upload(s.h0);
-  ASSERT_EQ(setenv("PRNN_PERSISTENT_TIMEOUT_MS", "50", 1), 0);
-  ASSERT_EQ(setenv("PRNN_PERSISTENT_STALL", "1:5:400", 1), 0);
-  {
-    Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), RnnAlgo::Persistent);
-    DevTensor y = poisoned(c.y_size());
-    rnn.forward(x.view(c.x_shape()), params.view(c.param_shape()), h0.view(c.state_shape()), {},
-                y.view(c.y_shape()), {}, {});
-    try {
-      rnn.check();
-      FAIL() << "expected RuntimeError";
-    } catch (const RuntimeError& e) {
-      EXPECT_NE(std::string(e.what()).find("50 ms"), std::string::npos) << e.what();
+  const RnnCase cases[] = {{Cell::Tanh, 64, 3, 5, 600, 1, false, true},
+                           {Cell::LSTM, 64, 4, 5, 1152, 1, false, true, DType::BF16}};
+  for (const RnnCase& c : cases) {
+    SCOPED_TRACE(c.name());
+    const RnnData s = test::make_rnn_data(c, base_seed() + 2);
+    const DevTensor x = upload(s.x, c.dtype), params = upload(s.params, c.dtype),
+                    h0 = upload(s.h0, c.dtype), c0 = upload(s.c0, c.dtype);  // c0: LSTM only
+    {
+      const EnvScope timeout("PRNN_PERSISTENT_TIMEOUT_MS", "50");
+      const EnvScope stall("PRNN_PERSISTENT_STALL", "1:5:400");
+      Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), RnnAlgo::Persistent);
+      DevTensor y = poisoned(c.y_size(), c.dtype);
+      rnn.forward(x.view(c.x_shape()), params.view(c.param_shape()), h0.view(c.state_shape()),
+                  c0.view(c.state_shape()), y.view(c.y_shape()), {}, {});
+      try {
+        rnn.check();
+        ADD_FAILURE() << "expected RuntimeError";
+      } catch (const RuntimeError& e) {
+        EXPECT_NE(std::string(e.what()).find("50 ms"), std::string::npos) << e.what();
+      }
     }
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), RnnAlgo::Persistent);
+    DevTensor y = poisoned(c.y_size(), c.dtype), hn = poisoned(c.state_size(), c.dtype);
+    rnn.forward(x.view(c.x_shape()), params.view(c.param_shape()), h0.view(c.state_shape()),
+                c0.view(c.state_shape()), y.view(c.y_shape()), hn.view(c.state_shape()), {});
+    rnn.check();
+    const ToleranceScope tolerance(c.dtype == DType::F32 ? kTolF32 : kTol16);
+    expect_close(download(y), s.y, "y");
+    expect_close(download(hn), s.hn, "hn");
   }
-  ASSERT_EQ(unsetenv("PRNN_PERSISTENT_STALL"), 0);
-  ASSERT_EQ(unsetenv("PRNN_PERSISTENT_TIMEOUT_MS"), 0);
-  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-  Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), RnnAlgo::Persistent);
-  DevTensor y = poisoned(c.y_size()), hn = poisoned(c.state_size());
-  rnn.forward(x.view(c.x_shape()), params.view(c.param_shape()), h0.view(c.state_shape()), {},
-              y.view(c.y_shape()), hn.view(c.state_shape()), {});
-  rnn.check();
-  expect_close(download(y), s.y, "y");
-  expect_close(download(hn), s.hn, "hn");
 }
 
 // A malformed knob is an InvalidArgument naming it.
 TEST(RnnGpuSafety, MalformedKnobIsInvalidArgument) {
   ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
   const RnnCase c{Cell::ReLU, 4, 2, 3, 8, 1, false, true};
-  ASSERT_EQ(setenv("PRNN_PERSISTENT_STALL", "1:x", 1), 0);
-  try {
-    Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), RnnAlgo::Persistent);
-    ADD_FAILURE() << "expected InvalidArgument";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("PRNN_PERSISTENT_STALL"), std::string::npos) << e.what();
+  const std::pair<const char*, const char*> knobs[] = {{"PRNN_PERSISTENT_STALL", "1:x"},
+                                                      {"PRNN_PERSISTENT_TENSOR_CORES", "2"}};
+  for (const auto& [name, value] : knobs) {
+    const EnvScope knob(name, value);
+    try {
+      Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), RnnAlgo::Persistent);
+      ADD_FAILURE() << "expected InvalidArgument for " << name << "=" << value;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
   }
-  ASSERT_EQ(unsetenv("PRNN_PERSISTENT_STALL"), 0);
 }
 
 // dx and hn are optional: without them y and dparams are unchanged.

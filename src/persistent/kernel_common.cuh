@@ -1,0 +1,208 @@
+// Device code shared by the persistent kernels (rnn_kernels.cu: the FMA kernel and the
+// tensor-core kernel of tensor_core_kernel.cuh): the exchange records and their bounded waits,
+// the debug stall, the end of a launch (the epoch), 16-bit weight packing, and the forward
+// finisher of one hidden unit (the cell's math and every store of the forward, rnn_kernels.h).
+// Included by rnn_kernels.cu only.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "core/device_clock.cuh"
+#include "gemm_rnn/activation.cuh"
+#include "gemm_rnn/gates.cuh"
+#include "persistent/rnn_kernels.h"
+
+namespace prnn::persistent {
+
+inline constexpr int kR3 = kUnitsPerRecord;
+inline constexpr unsigned kSpinsPerCheck =
+    16;                                // polls between looks at the clock and the abort flags
+inline constexpr int kStageBatch = 4;  // records a thread has in flight while staging
+
+// One record, read and written as a single 16-byte access at GPU scope (the value and its tag
+// travel together: no fence, no separate flag).
+__device__ __forceinline__ float4 load_record(const float4* p) {
+  float4 v;
+  asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_record(float4* p, float4 v) {
+  asm volatile("st.relaxed.gpu.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y),
+               "f"(v.z), "f"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ bool tagged(const float4& r, unsigned tag) {
+  return __float_as_uint(r.w) == tag;
+}
+
+// Two weights as 16-bit values in one register (lo in the low half) and back to fp32. The
+// weights come from 16-bit tensors, so the round trip is exact.
+template <DType WS>
+__device__ __forceinline__ unsigned pack16(float lo, float hi) {
+  if constexpr (WS == DType::BF16)
+    return static_cast<unsigned>(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
+           static_cast<unsigned>(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16;
+  else
+    return static_cast<unsigned>(__half_as_ushort(__float2half_rn(lo))) |
+           static_cast<unsigned>(__half_as_ushort(__float2half_rn(hi))) << 16;
+}
+template <DType WS>
+__device__ __forceinline__ void unpack16(unsigned v, float& lo, float& hi) {
+  if constexpr (WS == DType::BF16) {
+    lo = __uint_as_float(v << 16);
+    hi = __uint_as_float(v & 0xFFFF0000u);
+  } else {
+    lo = __half2float(__ushort_as_half(static_cast<unsigned short>(v & 0xFFFFu)));
+    hi = __half2float(__ushort_as_half(static_cast<unsigned short>(v >> 16)));
+  }
+}
+
+// Whether a wait begun at `start` may go on: false when an abort was requested (by this CTA or
+// another), or when the wait outlasts p.timeout_ns, which it reports (kStatusTimeout) and turns
+// into an abort of every CTA.
+__device__ __forceinline__ bool keep_waiting(std::uint64_t start, const Params& p,
+                                             const int* s_abort) {
+  if (*static_cast<const volatile int*>(s_abort) != 0 ||
+      *static_cast<volatile unsigned*>(p.control + kAbort) != 0)
+    return false;
+  if (global_ns() - start > p.timeout_ns) {
+    atomicOr(p.control + kStatus, kStatusTimeout);
+    atomicExch(p.control + kAbort, 1u);
+    if (p.status_host != nullptr) *static_cast<volatile unsigned*>(p.status_host) = kStatusTimeout;
+    return false;
+  }
+  return true;
+}
+
+// Polls until every record r[u] whose address at[u] is not null carries `tag`, reloading the
+// missing ones (all loads in flight at once). Returns false, with kStatusTimeout reported and
+// every CTA told to abort, when a wait outlasts p.timeout_ns, or when an abort was requested.
+template <int N>
+__device__ bool wait_records(float4 (&r)[N], const float4* const (&at)[N], unsigned tag,
+                             const Params& p, const int* s_abort) {
+  bool ready = true;
+#pragma unroll
+  for (int u = 0; u < N; ++u) ready &= at[u] == nullptr || tagged(r[u], tag);
+  if (ready) return true;
+  const std::uint64_t start = global_ns();
+  for (unsigned spins = 1;; ++spins) {
+#pragma unroll
+    for (int u = 0; u < N; ++u)
+      if (at[u] != nullptr && !tagged(r[u], tag)) r[u] = load_record(at[u]);
+    ready = true;
+#pragma unroll
+    for (int u = 0; u < N; ++u) ready &= at[u] == nullptr || tagged(r[u], tag);
+    if (ready) return true;
+    if (spins % kSpinsPerCheck != 0) continue;
+    if (!keep_waiting(start, p, s_abort)) return false;
+  }
+}
+
+// The debug knob: CTA p.stall_cta sleeps p.stall_ns before processing step p.stall_step.
+__device__ __forceinline__ void stall_if_asked(const Params& p, int s) {
+  if (p.stall_cta == static_cast<int>(blockIdx.x) && p.stall_step == s) {
+    const std::uint64_t until = global_ns() + p.stall_ns;
+    while (global_ns() < until) {
+    }
+  }
+}
+
+// Thread 0 of every CTA, at the end of a launch: the last CTA to finish advances the epoch past
+// this launch's tags (never through 0, the tag of a zeroed record) and clears the abort flag for
+// the next launch.
+__device__ __forceinline__ void end_launch(const Params& p, unsigned epoch) {
+  if (atomicAdd(p.control + kDone, 1u) == gridDim.x - 1) {
+    p.control[kDone] = 0;
+    p.control[kAbort] = 0;
+    unsigned next = epoch + static_cast<unsigned>(p.steps);
+    if (next < epoch || next > 0xFFFFFFFFu - static_cast<unsigned>(p.steps)) next = 1;
+    p.control[kEpoch] = next;
+  }
+}
+
+// ---- the forward finisher of one hidden unit ------------------------------------------------
+// Unit `row` of batch row b at step s (time t; t_prev the time of the step before in the forward
+// order; first: s = 0). u: the unit's NG gate rows of W_ih x; st: the state entering the step
+// (LSTM c_prev, GRU h_prev). Loaded before the step's wait so that their latency hides in it.
+template <int NG>
+__device__ __forceinline__ void load_forward_unit(const Params& p, std::int64_t t,
+                                                  std::int64_t t_prev, bool first, int b, int row,
+                                                  float (&u)[NG], float& st) {
+  const int H = p.hidden, B = p.batch;
+  const std::int64_t bh = static_cast<std::int64_t>(b) * H + row;  // [B, H] index
+  const std::int64_t tbgh = (t * B + b) * NG * H + row;            // + q·H: gate q
+#pragma unroll
+  for (int q = 0; q < NG; ++q) u[q] = p.pre[tbgh + q * H];
+  if constexpr (NG == 4) st = first ? p.initial[bh] : p.cell[(t_prev * B + b) * H + row];
+  if constexpr (NG == 3) st = first ? p.initial[bh] : p.out[(t_prev * B + b) * p.out_stride + row];
+}
+
+// Finishes that unit (row < H): the pre-activations from u, the matrix-vector sums mv and the
+// biases (vanilla: bias = b_ih + b_hh of the row, preloaded; gated cells read theirs), the cell,
+// and every store of the forward (pre, GRU pre_h, LSTM cell and cn, out, out2, hn). pad: a padded
+// step (sequence lengths), an identity step. Returns h_t, the value the unit publishes.
+template <int NG>
+__device__ __forceinline__ float finish_forward_unit(const Params& p, int s, std::int64_t t,
+                                                     std::int64_t t_prev, bool first, int b,
+                                                     int row, const float (&u)[NG], float st,
+                                                     const float (&mv)[NG], float bias, bool pad) {
+  const int H = p.hidden, B = p.batch;
+  const std::int64_t bh = static_cast<std::int64_t>(b) * H + row;
+  const std::int64_t tbh = (t * B + b) * H + row;
+  const std::int64_t tbgh = (t * B + b) * NG * H + row;
+  float h = 0.0f;
+  // Padded (vanilla, LSTM): h_prev, which this thread stored one step earlier.
+  float h_pass = 0.0f;
+  if constexpr (NG != 3) {
+    if (pad)
+      h_pass = !first            ? p.out[(t_prev * B + b) * p.out_stride + row]
+               : p.h0 != nullptr ? p.h0[bh]
+                                 : 0.0f;
+  }
+  if constexpr (NG == 1) {
+    const float a = u[0] + mv[0] + bias;
+    h = pad ? h_pass : gemm_rnn::activate(p.act, a);
+    p.pre[tbgh] = a;
+  } else if constexpr (NG == 4) {
+    float a[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      a[q] = u[q] + mv[q] + (__ldg(p.b_ih + q * H + row) + __ldg(p.b_hh + q * H + row));
+    float c_new;
+    gemm_rnn::lstm_forward(a, st, c_new, h);
+    if (pad) {
+      c_new = st;
+      h = h_pass;
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) p.pre[tbgh + q * H] = a[q];
+    p.cell[tbh] = c_new;
+    if (p.cn != nullptr && s == p.steps - 1) p.cn[bh] = c_new;
+  } else {
+    float a_ih[3], a_hh[3];
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      a_ih[q] = u[q] + __ldg(p.b_ih + q * H + row);
+      a_hh[q] = mv[q] + __ldg(p.b_hh + q * H + row);
+    }
+    h = pad ? st : gemm_rnn::gru_forward(a_ih, a_hh, st);
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      p.pre[tbgh + q * H] = a_ih[q];
+      p.pre_h[tbgh + q * H] = a_hh[q];
+    }
+  }
+  const std::int64_t o = (t * B + b) * p.out_stride + row;
+  p.out[o] = h;
+  if (p.out2 != nullptr) p.out2[o] = pad ? 0.0f : h;
+  if (p.hn != nullptr && s == p.steps - 1) p.hn[bh] = h;
+  return h;
+}
+
+}  // namespace prnn::persistent
