@@ -115,15 +115,15 @@ __device__ __forceinline__ void stall_if_asked(const Params& p, int s) {
 
 // Thread 0 of every CTA, at the end of a launch: the last CTA to finish advances the epoch past
 // this launch's tags (never through 0, the tag of a zeroed record) and clears the abort flag for
-// the next launch.
-__device__ __forceinline__ void end_launch(const Params& p, unsigned epoch) {
-  if (atomicAdd(p.control + kDone, 1u) == gridDim.x - 1) {
-    p.control[kDone] = 0;
-    p.control[kAbort] = 0;
-    unsigned next = epoch + static_cast<unsigned>(p.steps);
-    if (next < epoch || next > 0xFFFFFFFFu - static_cast<unsigned>(p.steps)) next = 1;
-    p.control[kEpoch] = next;
-  }
+// the next launch. Returns whether this CTA was the last (every other CTA has left its loop).
+__device__ __forceinline__ bool end_launch(const Params& p, unsigned epoch) {
+  if (atomicAdd(p.control + kDone, 1u) != gridDim.x - 1) return false;
+  p.control[kDone] = 0;
+  p.control[kAbort] = 0;
+  unsigned next = epoch + static_cast<unsigned>(p.steps);
+  if (next < epoch || next > 0xFFFFFFFFu - static_cast<unsigned>(p.steps)) next = 1;
+  p.control[kEpoch] = next;
+  return true;
 }
 
 // ---- the forward finisher of one hidden unit ------------------------------------------------
@@ -143,66 +143,91 @@ __device__ __forceinline__ void load_forward_unit(const Params& p, std::int64_t 
   if constexpr (NG == 3) st = first ? p.initial[bh] : p.out[(t_prev * B + b) * p.out_stride + row];
 }
 
-// Finishes that unit (row < H): the pre-activations from u, the matrix-vector sums mv and the
-// biases (vanilla: bias = b_ih + b_hh of the row, preloaded; gated cells read theirs), the cell,
-// and every store of the forward (pre, GRU pre_h, LSTM cell and cn, out, out2, hn). pad: a padded
-// step (sequence lengths), an identity step. Returns h_t, the value the unit publishes.
+// The values one unit's forward step produces: the pre-activations (GRU: a_ih and a_hh), the
+// LSTM's c_t, and h_t.
 template <int NG>
-__device__ __forceinline__ float finish_forward_unit(const Params& p, int s, std::int64_t t,
-                                                     std::int64_t t_prev, bool first, int b,
-                                                     int row, const float (&u)[NG], float st,
-                                                     const float (&mv)[NG], float bias, bool pad) {
+struct UnitStep {
+  float a[NG];
+  float a_hh[NG == 3 ? 3 : 1];
+  float c;
+  float h;
+};
+
+// The unit's step (row < H): the pre-activations from u, the matrix-vector sums mv and the
+// biases (vanilla: bias = b_ih + b_hh of the row, preloaded; gated cells read theirs), then the
+// cell. pad: a padded step (sequence lengths), an identity step.
+template <int NG>
+__device__ __forceinline__ UnitStep<NG> compute_forward_unit(const Params& p, std::int64_t t_prev,
+                                                             bool first, int b, int row,
+                                                             const float (&u)[NG], float st,
+                                                             const float (&mv)[NG], float bias,
+                                                             bool pad) {
   const int H = p.hidden, B = p.batch;
-  const std::int64_t bh = static_cast<std::int64_t>(b) * H + row;
-  const std::int64_t tbh = (t * B + b) * H + row;
-  const std::int64_t tbgh = (t * B + b) * NG * H + row;
-  float h = 0.0f;
+  UnitStep<NG> r{};
   // Padded (vanilla, LSTM): h_prev, which this thread stored one step earlier.
   float h_pass = 0.0f;
   if constexpr (NG != 3) {
     if (pad)
       h_pass = !first            ? p.out[(t_prev * B + b) * p.out_stride + row]
-               : p.h0 != nullptr ? p.h0[bh]
+               : p.h0 != nullptr ? p.h0[static_cast<std::int64_t>(b) * H + row]
                                  : 0.0f;
   }
   if constexpr (NG == 1) {
-    const float a = u[0] + mv[0] + bias;
-    h = pad ? h_pass : gemm_rnn::activate(p.act, a);
-    p.pre[tbgh] = a;
+    r.a[0] = u[0] + mv[0] + bias;
+    r.h = pad ? h_pass : gemm_rnn::activate(p.act, r.a[0]);
   } else if constexpr (NG == 4) {
-    float a[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q)
-      a[q] = u[q] + mv[q] + (__ldg(p.b_ih + q * H + row) + __ldg(p.b_hh + q * H + row));
-    float c_new;
-    gemm_rnn::lstm_forward(a, st, c_new, h);
+      r.a[q] = u[q] + mv[q] + (__ldg(p.b_ih + q * H + row) + __ldg(p.b_hh + q * H + row));
+    gemm_rnn::lstm_forward(r.a, st, r.c, r.h);
     if (pad) {
-      c_new = st;
-      h = h_pass;
+      r.c = st;
+      r.h = h_pass;
     }
-#pragma unroll
-    for (int q = 0; q < 4; ++q) p.pre[tbgh + q * H] = a[q];
-    p.cell[tbh] = c_new;
-    if (p.cn != nullptr && s == p.steps - 1) p.cn[bh] = c_new;
   } else {
-    float a_ih[3], a_hh[3];
 #pragma unroll
     for (int q = 0; q < 3; ++q) {
-      a_ih[q] = u[q] + __ldg(p.b_ih + q * H + row);
-      a_hh[q] = mv[q] + __ldg(p.b_hh + q * H + row);
+      r.a[q] = u[q] + __ldg(p.b_ih + q * H + row);
+      r.a_hh[q] = mv[q] + __ldg(p.b_hh + q * H + row);
     }
-    h = pad ? st : gemm_rnn::gru_forward(a_ih, a_hh, st);
+    r.h = pad ? st : gemm_rnn::gru_forward(r.a, r.a_hh, st);
+  }
+  return r;
+}
+
+// Every store of the unit's forward step: pre (GRU: and pre_h), the LSTM's cell and cn, out,
+// out2 (0 where padded), hn.
+template <int NG>
+__device__ __forceinline__ void store_forward_unit(const Params& p, int s, std::int64_t t, int b,
+                                                   int row, const UnitStep<NG>& r, bool pad) {
+  const int H = p.hidden, B = p.batch;
+  const std::int64_t bh = static_cast<std::int64_t>(b) * H + row;
+  const std::int64_t tbgh = (t * B + b) * NG * H + row;
 #pragma unroll
-    for (int q = 0; q < 3; ++q) {
-      p.pre[tbgh + q * H] = a_ih[q];
-      p.pre_h[tbgh + q * H] = a_hh[q];
-    }
+  for (int q = 0; q < NG; ++q) p.pre[tbgh + q * H] = r.a[q];
+  if constexpr (NG == 3) {
+#pragma unroll
+    for (int q = 0; q < 3; ++q) p.pre_h[tbgh + q * H] = r.a_hh[q];
+  }
+  if constexpr (NG == 4) {
+    p.cell[(t * B + b) * H + row] = r.c;
+    if (p.cn != nullptr && s == p.steps - 1) p.cn[bh] = r.c;
   }
   const std::int64_t o = (t * B + b) * p.out_stride + row;
-  p.out[o] = h;
-  if (p.out2 != nullptr) p.out2[o] = pad ? 0.0f : h;
-  if (p.hn != nullptr && s == p.steps - 1) p.hn[bh] = h;
-  return h;
+  p.out[o] = r.h;
+  if (p.out2 != nullptr) p.out2[o] = pad ? 0.0f : r.h;
+  if (p.hn != nullptr && s == p.steps - 1) p.hn[bh] = r.h;
+}
+
+// Both: the unit's step and its stores. Returns h_t, the value the unit publishes.
+template <int NG>
+__device__ __forceinline__ float finish_forward_unit(const Params& p, int s, std::int64_t t,
+                                                     std::int64_t t_prev, bool first, int b,
+                                                     int row, const float (&u)[NG], float st,
+                                                     const float (&mv)[NG], float bias, bool pad) {
+  const UnitStep<NG> r = compute_forward_unit<NG>(p, t_prev, first, b, row, u, st, mv, bias, pad);
+  store_forward_unit<NG>(p, s, t, b, row, r, pad);
+  return r.h;
 }
 
 }  // namespace prnn::persistent

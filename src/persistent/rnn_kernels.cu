@@ -583,7 +583,8 @@ LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths) {
 }  // namespace
 
 std::size_t exchange_bytes(const Tiling& tiling, std::int64_t batch) {
-  return static_cast<std::size_t>(2 * batch * tiling.records) * sizeof(float4);
+  return static_cast<std::size_t>(2 * batch * tiling.records) * sizeof(float4) +
+         (tiling.tensor_core >= 0 ? tiling.tensor_core_exchange_bytes : 0);
 }
 
 std::string prepare(Pass pass, const Tiling& tiling, int device) {

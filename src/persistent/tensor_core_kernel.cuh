@@ -2,11 +2,13 @@
 // persistent family (rnn_kernels.h) for 16-bit weights. Included by rnn_kernels.cu, whose
 // dispatch point picks it (tiling.h: TensorCoreShape).
 //   P_t = u_t + W_hh h_prev + biases, then the cell (LSTM: c_t; GRU: a_ih, a_hh), exactly as
-//   rnn_kernels.h states; the same reserve, outputs, padding and exchange records as the FMA
-//   kernel, so its backward follows either forward.
+//   rnn_kernels.h states; the same reserve, outputs and padding as the FMA kernel, so the FMA
+//   backward follows it.
 // Layout:   W_hh [NG·H, H] row-major fp32 holding 16-bit values (the layer's weights are bf16 or
-//           f16 tensors); the rest as rnn_kernels.cu. Exchange: [2, B, K] records of h, K =
-//           ceil(H/3), record (b, k) = {h[b][3k], h[b][3k+1], h[b][3k+2], tag}.
+//           f16 tensors); the rest as rnn_kernels.cu. Exchange, after the backward's records
+//           ([2, B, ceil(NG·H/3)] float4): h [2, B, Hp] fp32 by step parity (Hp = H rounded up
+//           to 4, zeros past H), then one 64-bit arrival counter per batch chunk (Tiling::
+//           tensor_core_exchange_bytes; zero before the first launch, zeroed by the last CTA).
 // Launch:   cooperative, ceil(H/R) CTAs (≤ one per SM) × kTensorCoreThreads (8 warps), dynamic
 //           shared memory tensor_core_smem_bytes(). CTA k owns the units [k·R, k·R + R): the
 //           NG·R rows of W_hh, CTA row r = q·R + j being gate q of unit k·R + j, padded to kMT
@@ -17,14 +19,16 @@
 //           lo rows (h = hi + lo to about 2^-16 relative: two products per fragment keep the
 //           recurrence near fp32 accuracy with 16-bit weights), [8·NT][8·KT·16 + kStagePad] each.
 // Per step and batch chunk:
-//           the finishers (R/3 per batch element, 3 units each) load u_t and the state entering
-//           the step; every thread polls its share of the chunk's records (kStageBatch in flight)
-//           and writes them to shared memory as hi and lo; each warp runs its mma over its
-//           k-tiles for every row and n tile (the batch is the mma's n), fp32 partial sums to
-//           shared memory; the finishers add the 8 warps' sums in a fixed order (deterministic),
-//           do the cell's math and stores (kernel_common.cuh) and publish their records.
-// Sync:     the tagged records only (rnn_kernels.cu): a consumer's poll of a record is the wait.
-// Limits:   H ≤ 8·KT·16 and ceil(H/R) ≤ SMs (tiling.h); B·NG·H < 2^31; waits bounded by
+//           the finishers (one per unit and batch element) load u_t and the state entering the
+//           step; thread 0 waits for the chunk's arrival counter to reach CTAs·s; every thread
+//           loads its share of h_{t-1} from L2 (kStageBatch float4 in flight) into shared memory
+//           as hi and lo; each warp runs its mma over its k-tiles for every row and n tile (the
+//           batch is the mma's n), fp32 partial sums to shared memory; the finishers add the 8
+//           warps' sums in a fixed order (deterministic), do the cell's math, store h_t to the
+//           exchange, the CTA arrives (bar.sync, then thread 0 fences and adds 1), and only then
+//           do the finishers' other stores (kernel_common.cuh).
+// Sync:     one arrival counter per chunk: the barrier and the exchange in one wait per step.
+// Limits:   H ≤ 8·KT·16 and ceil(H/R) ≤ SMs (tiling.h); B·NG·H < 2^31; the wait is bounded by
 //           timeout_ns.
 #pragma once
 
@@ -79,7 +83,6 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
   constexpr int kMT = (kRowsCta + 15) / 16;                        // row tiles
   constexpr int kNB = 8 * NT;                                      // batch chunk
   constexpr int kStride = kTensorCoreWarps * KT * 16 + kStagePad;  // staged row (16-bit elements)
-  constexpr int kUnitGroups = R / kR3;
 
   extern __shared__ __align__(16) unsigned short s_stage[];  // hi [kNB][kStride], then lo
   unsigned short* s_hi = s_stage;
@@ -91,7 +94,6 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int grp = lane >> 2, tig = lane & 3;  // the mma fragment's row group and thread in group
   const int H = p.hidden, B = p.batch;
-  const int K = (H + kR3 - 1) / kR3;  // records per batch element
   const int row0 = static_cast<int>(blockIdx.x) * R;
 
   // ---- W_hh rows as A fragments: a[mt][kt] = rows mt·16 + {grp, grp + 8}, columns
@@ -120,11 +122,19 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
   __syncthreads();
   const unsigned epoch = s_epoch;
 
-  // The finishing role: thread f < kNB·R/3 finishes units 3·f_q .. 3·f_q + 2 of the CTA for
-  // batch element f_bb of each chunk.
-  const bool finisher = tid < kNB * kUnitGroups;
-  const int f_bb = tid / kUnitGroups, f_q = tid % kUnitGroups;
-  const int f_k = static_cast<int>(blockIdx.x) * kUnitGroups + f_q;  // its record
+  // The finishing role: thread f < kNB·R finishes unit f_j of the CTA for batch element f_bb of
+  // each chunk.
+  static_assert(kNB * R <= kTensorCoreThreads, "one finisher per unit and batch element");
+  const bool finisher = tid < kNB * R;
+  const int f_bb = tid / R, f_j = tid % R, f_row = row0 + f_j;
+
+  // The exchange (after the records the backward uses): h_{t} [2, B, Hp] by step parity, and
+  // one arrival counter per batch chunk (CTAs that published that chunk, over all steps).
+  const int Hp = (H + 3) / 4 * 4;
+  const int K = (NG * H + kR3 - 1) / kR3;  // records per batch element (rnn_kernels.h)
+  float* g_h = reinterpret_cast<float*>(p.exchange + 2ll * B * K);
+  unsigned long long* g_arrived = reinterpret_cast<unsigned long long*>(g_h + 2ll * B * Hp);
+  const unsigned long long ctas = gridDim.x;
 
   bool aborted = false;
   for (int s = 0; s < p.steps && !aborted; ++s) {
@@ -135,61 +145,34 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
     stall_if_asked(p, s);
     const bool from_exchange = s > 0;
     const bool has_source = from_exchange || p.h0 != nullptr;
-    const float4* src = p.exchange + static_cast<std::int64_t>((s - 1) & 1) * B * K;
-    float4* dst = p.exchange + static_cast<std::int64_t>(s & 1) * B * K;
-    const unsigned want = epoch + static_cast<unsigned>(s) - 1u;
-    const unsigned mine = epoch + static_cast<unsigned>(s);
+    const float* src = g_h + static_cast<std::int64_t>((s - 1) & 1) * B * Hp;
+    float* dst = g_h + static_cast<std::int64_t>(s & 1) * B * Hp;
 
-    for (int b0 = 0; b0 < B; b0 += kNB) {
+    for (int b0 = 0, chunk = 0; b0 < B; b0 += kNB, ++chunk) {
       const int nb = min(kNB, B - b0);
       // The finisher's inputs, loaded before the wait so their latency hides in it.
       const int f_b = b0 + f_bb;
-      const bool f_live = finisher && f_bb < nb;
+      const bool f_live = finisher && f_bb < nb && f_row < H;
       const bool f_pad = f_live && kLengths && t >= p.lengths[f_b];
-      float u[kR3][NG] = {}, st[kR3] = {};
-      if (f_live) {
-#pragma unroll
-        for (int c = 0; c < kR3; ++c) {
-          const int row = row0 + kR3 * f_q + c;
-          if (row < H) load_forward_unit<NG>(p, t, t_prev, first, f_b, row, u[c], st[c]);
-        }
-      }
+      float u[NG] = {}, st = 0.0f;
+      if (f_live) load_forward_unit<NG>(p, t, t_prev, first, f_b, f_row, u, st);
 
       if (has_source) {
-        // ---- stage the chunk's h (records of step s - 1, or h0) as hi and lo ------------------
-        const int n = nb * K;
-        for (int base = tid; base < n; base += kStageBatch * kTensorCoreThreads) {
-          float4 rec[kStageBatch];
-          const float4* at[kStageBatch];
-#pragma unroll
-          for (int i = 0; i < kStageBatch; ++i) {
-            const int e = base + i * kTensorCoreThreads, bb = e / K, k = e % K;
-            at[i] = nullptr;
-            rec[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (e >= n) continue;
-            if (from_exchange) {
-              at[i] = src + static_cast<std::int64_t>(b0 + bb) * K + k;
-              rec[i] = load_record(at[i]);
-            } else {
-              const float* h = p.h0 + static_cast<std::int64_t>(b0 + bb) * H + k * kR3;
-              const int m = min(kR3, H - k * kR3);
-              rec[i].x = h[0];
-              if (m > 1) rec[i].y = h[1];
-              if (m > 2) rec[i].z = h[2];
+        // ---- wait until every CTA published this chunk of step s - 1 -----------------------
+        if (from_exchange && tid == 0) {
+          const unsigned long long want = ctas * static_cast<unsigned long long>(s);
+          const std::uint64_t start = global_ns();
+          for (unsigned spins = 1;; ++spins) {
+            unsigned long long got;
+            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];"
+                         : "=l"(got)
+                         : "l"(g_arrived + chunk)
+                         : "memory");
+            if (got >= want) break;
+            if (spins % kSpinsPerCheck == 0 && !keep_waiting(start, p, &s_abort)) {
+              s_abort = 1;
+              break;
             }
-          }
-          if (!wait_records(rec, at, want, p, &s_abort)) {
-            s_abort = 1;
-            break;
-          }
-#pragma unroll
-          for (int i = 0; i < kStageBatch; ++i) {
-            const int e = base + i * kTensorCoreThreads, bb = e / K, k = e % K;
-            if (e >= n) continue;
-            const float v[kR3] = {rec[i].x, rec[i].y, rec[i].z};
-#pragma unroll
-            for (int c = 0; c < kR3; ++c)
-              split16<WS>(v[c], s_hi[bb * kStride + k * kR3 + c], s_lo[bb * kStride + k * kR3 + c]);
           }
         }
         __syncthreads();
@@ -197,6 +180,37 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
           aborted = true;
           break;
         }
+        // ---- stage the chunk's h_{t-1} (or h0) as hi and lo ---------------------------------
+        if (from_exchange) {
+          const int n4 = nb * Hp / 4;  // float4 of h, L2 only (another SM wrote them)
+          for (int base = tid; base < n4; base += kStageBatch * kTensorCoreThreads) {
+            float4 v[kStageBatch];
+#pragma unroll
+            for (int i = 0; i < kStageBatch; ++i) {
+              const int e = base + i * kTensorCoreThreads;
+              if (e < n4)
+                v[i] = __ldcg(
+                    reinterpret_cast<const float4*>(src + static_cast<std::int64_t>(b0) * Hp) + e);
+            }
+#pragma unroll
+            for (int i = 0; i < kStageBatch; ++i) {
+              const int e = base + i * kTensorCoreThreads;
+              if (e >= n4) continue;
+              const int bb = 4 * e / Hp, k = 4 * e % Hp;
+              const float x[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+              for (int c = 0; c < 4; ++c)
+                split16<WS>(x[c], s_hi[bb * kStride + k + c], s_lo[bb * kStride + k + c]);
+            }
+          }
+        } else {
+          for (int e = tid; e < nb * H; e += kTensorCoreThreads) {
+            const int bb = e / H, k = e % H;
+            split16<WS>(p.h0[static_cast<std::int64_t>(b0 + bb) * H + k], s_hi[bb * kStride + k],
+                        s_lo[bb * kStride + k]);
+          }
+        }
+        __syncthreads();
 
         // ---- the warp's partial products over its k-tiles ---------------------------------------
         float acc[kMT][NT][4];
@@ -235,30 +249,33 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
       }
       __syncthreads();
 
-      // ---- finish: the warps' sums in order, the cell, the records of step s --------------------
+      // ---- finish: the warps' sums in order, the cell; h_t published (and the CTA's arrival
+      //      counted) before the finisher's other stores, so that the fence waits on h alone ----
+      UnitStep<NG> out{};
       if (f_live) {
-        float v[kR3];
+        float mv[NG] = {};
+        if (has_source) {
 #pragma unroll
-        for (int c = 0; c < kR3; ++c) {
-          const int row = row0 + kR3 * f_q + c;
-          float mv[NG] = {};
-          if (has_source) {
+          for (int w = 0; w < kTensorCoreWarps; ++w)
 #pragma unroll
-            for (int w = 0; w < kTensorCoreWarps; ++w)
-#pragma unroll
-              for (int q = 0; q < NG; ++q) mv[q] += s_red[w][q * R + kR3 * f_q + c][f_bb];
-          }
-          v[c] = row < H ? finish_forward_unit<NG>(p, s, t, t_prev, first, f_b, row, u[c], st[c],
-                                                   mv, 0.0f, f_pad)
-                         : 0.0f;
+            for (int q = 0; q < NG; ++q) mv[q] += s_red[w][q * R + f_j][f_bb];
         }
-        if (s + 1 < p.steps && f_k < K)
-          store_record(dst + static_cast<std::int64_t>(f_b) * K + f_k,
-                       make_float4(v[0], v[1], v[2], __uint_as_float(mine)));
+        out = compute_forward_unit<NG>(p, t_prev, first, f_b, f_row, u, st, mv, 0.0f, f_pad);
+        if (s + 1 < p.steps) dst[static_cast<std::int64_t>(f_b) * Hp + f_row] = out.h;
       }
+      if (s + 1 < p.steps) {
+        // Every finisher's h before the CTA's arrival (the grid barrier's release pattern).
+        __syncthreads();
+        if (tid == 0) {
+          __threadfence();
+          atomicAdd(g_arrived + chunk, 1ull);
+        }
+      }
+      if (f_live) store_forward_unit<NG>(p, s, t, f_b, f_row, out, f_pad);
     }
   }
-  if (tid == 0) end_launch(p, epoch);
+  // The last CTA clears the arrival counters for the next launch.
+  if (tid == 0 && end_launch(p, epoch))
+    for (int c = 0; c < (B + kNB - 1) / kNB; ++c) g_arrived[c] = 0;
 }
-
 }  // namespace prnn::persistent

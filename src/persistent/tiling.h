@@ -138,6 +138,9 @@ struct Tiling {
   int tensor_core = -1;
   int tensor_core_ctas = 0;
   std::size_t tensor_core_smem_bytes = 0;
+  // Its exchange, after the records (rnn_kernels.h): h [2, B, ceil4(H)] fp32 and one 64-bit
+  // arrival counter per batch chunk.
+  std::size_t tensor_core_exchange_bytes = 0;
   std::string reason;
 };
 
