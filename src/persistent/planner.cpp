@@ -17,6 +17,7 @@ namespace {
 // before the FMA shape's, which then names the backward.
 void pick_tensor_core(Tiling& t, std::int64_t hidden, std::int64_t batch, int sm_count,
                       DType weights) {
+  if (batch < kTensorCoreMinBatch) return;
   const int n_tiles = batch <= 8 ? 1 : 2;
   int best = -1;
   for (int i = 0; i < kTensorCoreShapeCount; ++i) {

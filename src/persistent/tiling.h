@@ -99,6 +99,10 @@ struct TensorCoreShape {
 };
 
 inline constexpr int kTensorCoreWarps = 8;
+// Measured (H200, bf16, H = 1024 / 1152, bench/results/h200/tensor_cores/): at B = 1 the FMA
+// forward is faster (LSTM 3.32 vs 3.45, GRU 2.86 vs 3.28 µs/step), from B = 4 on the tensor cores
+// are as fast or faster (LSTM B = 4: 5.16 vs 6.01; B = 16: 11.6 vs 21.5).
+inline constexpr int kTensorCoreMinBatch = 4;
 inline constexpr int kTensorCoreThreads = kTensorCoreWarps * 32;
 // 16-bit elements of padding after each staged row of h: the 8 rows of an n tile then start 4
 // banks apart, so a warp's B-fragment loads hit 32 different banks.
@@ -148,9 +152,9 @@ struct Tiling {
 // with `sm_count` SMs (one CTA per SM). bf16 weights use the packed shapes where one exists at
 // the fewest rows; other 16-bit weights are held in fp32 on chip; f64 returns shape -1 with the
 // reason.
-// With tensor_cores (the default), GRU and LSTM layers with bf16 or f16 weights get a
-// tensor-core forward where a shape holds H: the fewest rows per CTA that fit the SMs, the
-// smaller batch chunk that takes the whole batch (8, else 16).
+// With tensor_cores (the default), GRU and LSTM layers with bf16 or f16 weights at batch ≥
+// kTensorCoreMinBatch get a tensor-core forward where a shape holds H: the fewest rows per CTA
+// that fit the SMs, the smaller batch chunk that takes the whole batch (8, else 16).
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
             bool tensor_cores = true);
 

@@ -113,8 +113,8 @@ TEST(Planner, GatedCellsUseTheirKernelTiling) {
   EXPECT_NE(lstm.kernel.find("f32 weights per thread"), std::string::npos) << lstm.kernel;
 }
 
-// The tensor-core forward: GRU and LSTM with 16-bit weights, the fewest units per CTA that fit
-// the SMs, the batch chunk of 8 up to B = 8 and of 16 beyond; never for fp32 weights, vanilla
+// The tensor-core forward: GRU and LSTM with 16-bit weights from batch 4, the fewest units per
+// CTA that fit the SMs, the batch chunk of 8 up to B = 8 and of 16 beyond; never for fp32 weights, vanilla
 // cells, layers no shape holds, or with tensor cores turned off. The backward keeps the FMA
 // shape of the same tiling.
 TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
@@ -145,11 +145,11 @@ TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
   ASSERT_GE(b8.tensor_core, 0);
   EXPECT_EQ(kTensorCoreShapes[b8.tensor_core].n_tiles, 1);
   // Small layers: 3 units per CTA (H <= 3 SMs), 4 k-tiles per warp.
-  const persistent::Tiling small = persistent::tile(4, 100, 3, 132, DType::F16);
+  const persistent::Tiling small = persistent::tile(4, 100, 5, 132, DType::F16);
   ASSERT_GE(small.tensor_core, 0);
   EXPECT_EQ(kTensorCoreShapes[small.tensor_core].rows, 3);
   EXPECT_EQ(small.tensor_core_ctas, 34);
-  const persistent::Tiling edge = persistent::tile(4, 397, 3, 132, DType::BF16);
+  const persistent::Tiling edge = persistent::tile(4, 397, 4, 132, DType::BF16);
   ASSERT_GE(edge.tensor_core, 0);
   EXPECT_EQ(kTensorCoreShapes[edge.tensor_core].rows, 9);
   // Every picked shape holds H in its k-tiles.
@@ -163,6 +163,9 @@ TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
   EXPECT_EQ(persistent::tile(4, 1152, 4, 132, DType::BF16, false).tensor_core, -1);  // off
   EXPECT_EQ(persistent::tile(4, 1200, 4, 132, DType::BF16).tensor_core, -1);  // no shape holds it
   EXPECT_EQ(persistent::tile(4, 1152, 4, 100, DType::BF16).tensor_core, -1);  // too few SMs
+  EXPECT_EQ(persistent::tile(4, 1152, persistent::kTensorCoreMinBatch - 1, 132, DType::BF16)
+                .tensor_core,
+            -1);  // small batches: the FMA forward is faster
 
   const PersistentPlan plan = plan_persistent(rnn(Cell::LSTM, 1152, DType::BF16), 4, h200());
   EXPECT_NE(plan.kernel.find("forward on tensor cores"), std::string::npos) << plan.kernel;

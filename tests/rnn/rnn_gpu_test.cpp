@@ -130,12 +130,12 @@ std::vector<RnnCase> cases() {
     m.lengths = {50, 1, 47, 50, 3};
     for (const RnnCase& c : {a, b, r, n, m}) v.push_back(c);
   }
-  // The tensor-core forward (16-bit GRU / LSTM): batch chunks of 8 and 16, two chunks of 16,
-  // the small-H shape (R = 3), H = 1, lengths across a chunk of 16.
+  // The tensor-core forward (16-bit GRU / LSTM, B >= 4): batch chunks of 8 and 16, two chunks
+  // of 16, the small-H shape (R = 3), H = 1, lengths across a chunk of 16.
   v.push_back({Cell::LSTM, 33, 20, 16, 1152, 1, false, true, DType::BF16});  // chunks 16 + 4
   v.push_back({Cell::GRU, 40, 9, 16, 1000, 1, false, true, DType::F16});     // one chunk of 16
-  v.push_back({Cell::LSTM, 25, 3, 5, 100, 2, true, true, DType::F16});       // R = 3
-  v.push_back({Cell::GRU, 60, 2, 3, 1, 1, false, true, DType::BF16});        // H = 1
+  v.push_back({Cell::LSTM, 25, 6, 5, 100, 2, true, true, DType::F16});       // R = 3
+  v.push_back({Cell::GRU, 60, 4, 3, 1, 1, false, true, DType::BF16});        // H = 1
   {
     RnnCase g{Cell::GRU, 30, 11, 16, 515, 1, true, true, DType::BF16};
     g.lengths = {30, 1, 27, 12, 30, 2, 29, 16, 5, 30, 3};
