@@ -18,9 +18,10 @@
 namespace prnn::persistent {
 
 inline constexpr int kR3 = kUnitsPerRecord;
-inline constexpr unsigned kSpinsPerCheck =
-    16;                                // polls between looks at the clock and the abort flags
-inline constexpr int kStageBatch = 4;  // records a thread has in flight while staging
+// Polls between looks at the clock and the abort flags.
+inline constexpr unsigned kSpinsPerCheck = 16;
+// Loads a thread has in flight while staging.
+inline constexpr int kStageBatch = 4;
 
 // One record, read and written as a single 16-byte access at GPU scope (the value and its tag
 // travel together: no fence, no separate flag).

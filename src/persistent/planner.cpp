@@ -33,9 +33,7 @@ void pick_tensor_core(Tiling& t, std::int64_t hidden, std::int64_t batch, int sm
   t.tensor_core = best;
   t.tensor_core_ctas = static_cast<int>((hidden + s.rows - 1) / s.rows);
   t.tensor_core_smem_bytes = tensor_core_smem_bytes(s);
-  const std::int64_t chunks = (batch + 8 * s.n_tiles - 1) / (8 * s.n_tiles);
-  t.tensor_core_exchange_bytes =
-      static_cast<std::size_t>(2 * batch * ((hidden + 3) / 4 * 4) * 4 + chunks * 8);
+  t.tensor_core_exchange_bytes = tensor_core_exchange_bytes(s, hidden, batch);
   const int m_tiles = (t.gates * s.rows + 15) / 16;
   t.reason = fmt::format(
       "forward on tensor cores: {} CTAs x {} threads, {} hidden units ({} gate rows) per CTA, "

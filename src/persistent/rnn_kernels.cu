@@ -119,8 +119,6 @@ __device__ __forceinline__ void fma_rows(const WReg (&rW)[kWRows][kCols], int co
   }
 }
 
-constexpr int kStageBatch = 4;  // records a thread has in flight while staging
-
 template <int NG, int R, int G, int BC, int kMaxThreads, DType WS, bool kStaged, bool kLengths,
           Pass P>
 __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Params p) {
@@ -584,7 +582,7 @@ LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths) {
 
 std::size_t exchange_bytes(const Tiling& tiling, std::int64_t batch) {
   return static_cast<std::size_t>(2 * batch * tiling.records) * sizeof(float4) +
-         (tiling.tensor_core >= 0 ? tiling.tensor_core_exchange_bytes : 0);
+         tiling.tensor_core_exchange_bytes;
 }
 
 std::string prepare(Pass pass, const Tiling& tiling, int device) {
@@ -594,7 +592,7 @@ std::string prepare(Pass pass, const Tiling& tiling, int device) {
   if (cooperative == 0) return "this GPU does not support cooperative launches";
   for (bool lengths : {false, true}) {  // both instantiations must fit
     const LaunchShape k = kernel_for(pass, tiling, lengths);
-    if (k.smem_bytes > 0)  // staged shapes: allow the dynamic shared memory they need
+    if (k.smem_bytes > 0)  // staged and tensor-core shapes: allow the dynamic shared memory
       PRNN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(k.smem_bytes)));

@@ -77,7 +77,6 @@ template <int NG, int R, int KT, int NT, DType WS, bool kLengths>
 __global__ void __launch_bounds__(kTensorCoreThreads, 1)
     tensor_core_forward_kernel(const Params p) {
   static_assert(NG == 3 || NG == 4, "GRU or LSTM");
-  static_assert(R % kR3 == 0, "a CTA publishes whole records");
   static_assert(WS == DType::BF16 || WS == DType::F16, "16-bit weights");
   constexpr int kRowsCta = NG * R;
   constexpr int kMT = (kRowsCta + 15) / 16;                        // row tiles
@@ -130,7 +129,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 
   // The exchange (after the records the backward uses): h_{t} [2, B, Hp] by step parity, and
   // one arrival counter per batch chunk (CTAs that published that chunk, over all steps).
-  const int Hp = (H + 3) / 4 * 4;
+  const int Hp = tensor_core_h_stride(H);
   const int K = (NG * H + kR3 - 1) / kR3;  // records per batch element (rnn_kernels.h)
   float* g_h = reinterpret_cast<float*>(p.exchange + 2ll * B * K);
   unsigned long long* g_arrived = reinterpret_cast<unsigned long long*>(g_h + 2ll * B * Hp);

@@ -99,11 +99,11 @@ struct TensorCoreShape {
 };
 
 inline constexpr int kTensorCoreWarps = 8;
+inline constexpr int kTensorCoreThreads = kTensorCoreWarps * 32;
 // Measured (H200, bf16, H = 1024 / 1152, bench/results/h200/tensor_cores/): at B = 1 the FMA
 // forward is faster (LSTM 3.32 vs 3.45, GRU 2.86 vs 3.28 µs/step), from B = 4 on the tensor cores
 // are as fast or faster (LSTM B = 4: 5.16 vs 6.01; B = 16: 11.6 vs 21.5).
 inline constexpr int kTensorCoreMinBatch = 4;
-inline constexpr int kTensorCoreThreads = kTensorCoreWarps * 32;
 // 16-bit elements of padding after each staged row of h: the 8 rows of an n tile then start 4
 // banks apart, so a warp's B-fragment loads hit 32 different banks.
 inline constexpr int kStagePad = 8;
@@ -112,6 +112,19 @@ inline constexpr int kStagePad = 8;
 constexpr std::size_t tensor_core_smem_bytes(const TensorCoreShape& s) {
   return std::size_t{2} * static_cast<std::size_t>(8 * s.n_tiles) *
          static_cast<std::size_t>(kTensorCoreWarps * s.k_tiles * 16 + kStagePad) * 2;
+}
+
+// The tensor-core forward's exchange, placed after the records of the FMA kernels
+// (2·B·records float4): h [2, B, tensor_core_h_stride(H)] fp32 by step parity (float4 rows, zeros
+// past H), then one 64-bit arrival counter per batch chunk of 8·NT.
+template <class Int>
+constexpr Int tensor_core_h_stride(Int hidden) {
+  return (hidden + 3) / 4 * 4;
+}
+constexpr std::size_t tensor_core_exchange_bytes(const TensorCoreShape& s, std::int64_t hidden,
+                                                 std::int64_t batch) {
+  const std::int64_t chunks = (batch + 8 * s.n_tiles - 1) / (8 * s.n_tiles);
+  return static_cast<std::size_t>(2 * batch * tensor_core_h_stride(hidden) * 4 + chunks * 8);
 }
 
 // R = 3 covers H ≤ 3·SMs (KT = 4: 512 columns), R = 9 the rest up to 1152 (KT = 9), each for a
@@ -142,8 +155,7 @@ struct Tiling {
   int tensor_core = -1;
   int tensor_core_ctas = 0;
   std::size_t tensor_core_smem_bytes = 0;
-  // Its exchange, after the records (rnn_kernels.h): h [2, B, ceil4(H)] fp32 and one 64-bit
-  // arrival counter per batch chunk.
+  // Its exchange, after the records (tensor_core_exchange_bytes() above; 0 without one).
   std::size_t tensor_core_exchange_bytes = 0;
   std::string reason;
 };

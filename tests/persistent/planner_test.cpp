@@ -125,6 +125,8 @@ TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
   EXPECT_EQ(kTensorCoreShapes[lstm.tensor_core].n_tiles, 1);
   EXPECT_EQ(kTensorCoreShapes[lstm.tensor_core].storage, DType::BF16);
   EXPECT_EQ(lstm.tensor_core_ctas, 128);
+  // h [2, 4, 1152] fp32 and one arrival counter (one chunk), after the records.
+  EXPECT_EQ(lstm.tensor_core_exchange_bytes, 2u * 4 * 1152 * 4 + 8);
   EXPECT_EQ(lstm.tensor_core_smem_bytes,
             persistent::tensor_core_smem_bytes(kTensorCoreShapes[lstm.tensor_core]));
   EXPECT_GE(lstm.shape, 0);  // the backward's FMA shape
@@ -133,17 +135,23 @@ TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
       << lstm.reason;
   EXPECT_NE(lstm.reason.find("backward: 128 CTAs"), std::string::npos) << lstm.reason;
 
-  const persistent::Tiling b16 = persistent::tile(4, 1024, 16, 132, DType::BF16);
-  ASSERT_GE(b16.tensor_core, 0);
-  EXPECT_EQ(kTensorCoreShapes[b16.tensor_core].n_tiles, 2);
-  const persistent::Tiling b9 = persistent::tile(3, 1000, 9, 132, DType::F16);
-  ASSERT_GE(b9.tensor_core, 0);
-  EXPECT_EQ(kTensorCoreShapes[b9.tensor_core].n_tiles, 2);
-  EXPECT_EQ(kTensorCoreShapes[b9.tensor_core].storage, DType::F16);
-  EXPECT_EQ(kTensorCoreShapes[b9.tensor_core].gates, 3);
-  const persistent::Tiling b8 = persistent::tile(3, 1000, 8, 132, DType::F16);
-  ASSERT_GE(b8.tensor_core, 0);
-  EXPECT_EQ(kTensorCoreShapes[b8.tensor_core].n_tiles, 1);
+  // The batch chunk: 8 up to B = 8, then 16; the cell and the 16-bit type as asked.
+  struct Pick {
+    int gates;
+    std::int64_t H, B;
+    DType weights;
+    int n_tiles;
+  };
+  for (const Pick& c : {Pick{4, 1024, 16, DType::BF16, 2}, Pick{3, 1000, 9, DType::F16, 2},
+                        Pick{3, 1000, 8, DType::F16, 1}}) {
+    const persistent::Tiling t = persistent::tile(c.gates, c.H, c.B, 132, c.weights);
+    ASSERT_GE(t.tensor_core, 0) << t.reason;
+    const persistent::TensorCoreShape& s = kTensorCoreShapes[t.tensor_core];
+    EXPECT_EQ(s.n_tiles, c.n_tiles) << "B=" << c.B;
+    EXPECT_EQ(s.storage, c.weights);
+    EXPECT_EQ(s.gates, c.gates);
+    EXPECT_GE(persistent::kTensorCoreWarps * s.k_tiles * 16, c.H);  // the shape holds H
+  }
   // Small layers: 3 units per CTA (H <= 3 SMs), 4 k-tiles per warp.
   const persistent::Tiling small = persistent::tile(4, 100, 5, 132, DType::F16);
   ASSERT_GE(small.tensor_core, 0);
@@ -154,7 +162,7 @@ TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
   EXPECT_EQ(kTensorCoreShapes[edge.tensor_core].rows, 9);
   // Every picked shape holds H in its k-tiles.
   const std::pair<const persistent::Tiling*, int> held[] = {
-      {&lstm, 1152}, {&b16, 1024}, {&b9, 1000}, {&b8, 1000}, {&small, 100}, {&edge, 397}};
+      {&lstm, 1152}, {&small, 100}, {&edge, 397}};
   for (const auto& [t, H] : held)
     EXPECT_GE(persistent::kTensorCoreWarps * kTensorCoreShapes[t->tensor_core].k_tiles * 16, H);
 
