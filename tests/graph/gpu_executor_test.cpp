@@ -44,6 +44,18 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
   expect_near_norm(got, want, what, rel, abs);
 }
 
+// Every node's value and gradient up to `loss`, in loss's graph (both executors ran forward and
+// backward on it).
+void expect_nodes_close(Expr loss, const Executor& got, const Executor& want,
+                        double rel = kRelTol, double abs = kAbsTol) {
+  for (NodeId id = 0; id <= loss.id; ++id) {
+    const Expr e{loss.graph, id};
+    const std::string what = std::to_string(id) + " (" + to_string(loss.graph->node(id).op) + ")";
+    expect_close(got.value(e), want.value(e), "value of node " + what, rel, abs);
+    expect_close(got.gradient(e), want.gradient(e), "gradient of node " + what, rel, abs);
+  }
+}
+
 // The GPU executors under test, by name.
 std::vector<std::pair<std::string, std::function<std::unique_ptr<Executor>()>>> gpu_executors() {
   return {
@@ -75,13 +87,7 @@ void expect_equivalent(Graph& g, Expr loss, Model& m) {
     const std::unique_ptr<Executor> ex = make();
     ex->forward(g, loss);
     ex->backward(g, loss);
-    for (NodeId id = 0; id <= loss.id; ++id) {
-      const Expr e{&g, id};
-      expect_close(ex->value(e), ref.value(e), "value of node " + std::to_string(id) + " (" +
-                                                   to_string(g.node(id).op) + ")");
-      expect_close(ex->gradient(e), ref.gradient(e), "gradient of node " + std::to_string(id) +
-                                                         " (" + to_string(g.node(id).op) + ")");
-    }
+    expect_nodes_close(loss, *ex, ref);
     expect_gradients_close(take_gradients(m), want, kRelTol, kAbsTol);
   }
 }
@@ -338,12 +344,7 @@ void expect_fused_matches_unfused(Graph& g, Expr loss, Model& m) {
     fused.forward(g, loss);
     fused.backward(g, loss);
     const ModelGradients got = take_gradients(m);
-    for (NodeId id = 0; id <= loss.id; ++id) {
-      const Expr e{&g, id};
-      const std::string what = std::to_string(id) + " (" + to_string(g.node(id).op) + ")";
-      expect_close(fused.value(e), unfused.value(e), "value of node " + what, 1e-5, 1e-6);
-      expect_close(fused.gradient(e), unfused.gradient(e), "gradient of node " + what, 1e-5, 1e-6);
-    }
+    expect_nodes_close(loss, fused, unfused, 1e-5, 1e-6);
     expect_gradients_close(got, want, 1e-5, 1e-6);
     EXPECT_GT(fused.stats().groups, 0u) << "nothing fused: the test no longer tests fusion";
     EXPECT_LT(times_of(fused).forward_launches, times_of(unfused).forward_launches);
@@ -425,11 +426,7 @@ TEST(GpuFusion, LaunchCountsOfAFusedGroup) {
   GpuAutobatchExecutor ex;
   ex.forward(g, loss);
   ex.backward(g, loss);
-  for (NodeId id = 0; id <= loss.id; ++id) {
-    expect_close(ex.value(Expr{&g, id}), ref.value(Expr{&g, id}), "value " + std::to_string(id));
-    expect_close(ex.gradient(Expr{&g, id}), ref.gradient(Expr{&g, id}),
-                 "gradient " + std::to_string(id));
-  }
+  expect_nodes_close(loss, ex, ref);
 }
 
 // Two lanes of one group add into the gradient of one outside node (x in x ⊙ tanh(a_i)): the
@@ -468,11 +465,7 @@ TEST(GpuFusion, OverlappingDestinationsFallBackToUnfusedBackward) {
     CpuExecutor ref(Precision::F64);
     ref.forward(g, loss);
     ref.backward(g, loss);
-    for (NodeId id = 0; id <= loss.id; ++id) {
-      expect_close(fused.value(Expr{&g, id}), ref.value(Expr{&g, id}), "value " + std::to_string(id));
-      expect_close(fused.gradient(Expr{&g, id}), ref.gradient(Expr{&g, id}),
-                   "gradient " + std::to_string(id));
-    }
+    expect_nodes_close(loss, fused, ref);
   }
 }
 
