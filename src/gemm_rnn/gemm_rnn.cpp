@@ -85,9 +85,13 @@ PersistentKnobs PersistentKnobs::from_environment() {
     k.timeout_ns = parse_knob("PRNN_PERSISTENT_TIMEOUT_MS", t, "a whole number of milliseconds") *
                    1'000'000ull;
   if (const char* t = std::getenv("PRNN_PERSISTENT_TENSOR_CORES"); t != nullptr && *t != '\0') {
-    const std::uint64_t v = parse_knob("PRNN_PERSISTENT_TENSOR_CORES", t, "0 or 1");
-    PRNN_EXPECT(v <= 1, "PRNN_PERSISTENT_TENSOR_CORES: expected 0 or 1, got '{}'", t);
-    k.tensor_cores = v == 1;
+    const std::string text = t;
+    using persistent::TensorCores;
+    PRNN_EXPECT(text == "0" || text == "1" || text == "forward",
+                "PRNN_PERSISTENT_TENSOR_CORES: expected 0, 1 or forward, got '{}'", text);
+    k.tensor_cores = text == "0"   ? TensorCores::Off
+                     : text == "1" ? TensorCores::ForwardBackward
+                                   : TensorCores::Forward;
   }
   if (const char* t = std::getenv("PRNN_PERSISTENT_STALL"); t != nullptr && *t != '\0') {
     const std::string text = t, what = "<cta>:<step>:<milliseconds>";

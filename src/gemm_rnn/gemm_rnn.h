@@ -121,13 +121,15 @@ enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 // stall, tensor cores on). Read from the environment by the constructor:
 //   PRNN_PERSISTENT_TIMEOUT_MS=<ms>            bound on one wait
 //   PRNN_PERSISTENT_STALL=<cta>:<step>:<ms>    CTA <cta> sleeps <ms> before step <step>
-//   PRNN_PERSISTENT_TENSOR_CORES=0|1           0: the 16-bit GRU/LSTM forward on the FMA kernel
-//                                              (A/B measurements), 1: on tensor cores (tiling.h)
+//   PRNN_PERSISTENT_TENSOR_CORES=0|1|forward   the 16-bit GRU/LSTM passes on tensor cores
+//                                              (tiling.h): 0 none (both on the FMA kernel, for
+//                                              A/B measurements), 1 forward and backward data,
+//                                              forward: the forward only
 struct PersistentKnobs {
   std::uint64_t timeout_ns = 2'000'000'000ull;
   std::int32_t stall_cta = -1, stall_step = 0;
   std::uint64_t stall_ns = 0;
-  bool tensor_cores = true;
+  persistent::TensorCores tensor_cores = persistent::TensorCores::ForwardBackward;
   static PersistentKnobs from_environment();
 };
 

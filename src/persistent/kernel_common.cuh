@@ -1,7 +1,7 @@
 // Device code shared by the persistent kernels (rnn_kernels.cu: the FMA kernel and the
 // tensor-core kernel of tensor_core_kernel.cuh): the exchange records and their bounded waits,
-// the debug stall, the end of a launch (the epoch), 16-bit weight packing, and the forward
-// finisher of one hidden unit (the cell's math and every store of the forward, rnn_kernels.h).
+// the debug stall, the end of a launch (the epoch), 16-bit weight packing, and the finishers of
+// one hidden unit (the cell's math and every store of each pass, rnn_kernels.h).
 // Included by rnn_kernels.cu only.
 #pragma once
 
@@ -229,6 +229,118 @@ __device__ __forceinline__ float finish_forward_unit(const Params& p, int s, std
   const UnitStep<NG> r = compute_forward_unit<NG>(p, t_prev, first, b, row, u, st, mv, bias, pad);
   store_forward_unit<NG>(p, s, t, b, row, r, pad);
   return r.h;
+}
+
+// ---- the backward-data finisher of one hidden unit ------------------------------------------
+// What unit `row` of batch row b needs at backward step s (time t; t_prev the time of the step
+// before in the forward order; first_fwd: t is the forward's first step), loaded before the
+// step's wait.
+template <int NG>
+struct BackwardUnitIn {
+  float dy = 0.0f;                    // dy_t
+  float a[NG == 3 ? 6 : NG] = {};     // the saved pre-activations: P (GRU: a_ih, then a_hh)
+  float st[2] = {};                   // LSTM: c_prev, c_t; GRU: h_prev
+  float extra = 0.0f;                 // s = 0: dhn; s > 0 with lengths (vanilla, LSTM): carry_h
+  float carry = 0.0f;                 // LSTM: dc (carry; dcn at s = 0); GRU: the carry
+};
+
+template <int NG, bool kLengths>
+__device__ __forceinline__ BackwardUnitIn<NG> load_backward_unit(const Params& p, int s,
+                                                                 std::int64_t t,
+                                                                 std::int64_t t_prev,
+                                                                 bool first_fwd, int b, int row) {
+  constexpr bool kLstm = NG == 4, kGru = NG == 3;
+  const int H = p.hidden, B = p.batch;
+  const std::int64_t bh = static_cast<std::int64_t>(b) * H + row;  // [B, H] index
+  const std::int64_t tbgh = (t * B + b) * NG * H + row;            // + q·H: gate q
+  BackwardUnitIn<NG> in;
+  in.dy = p.dy[(t * B + b) * p.dy_stride + row];
+#pragma unroll
+  for (int q = 0; q < NG; ++q) in.a[q] = p.pre[tbgh + q * H];
+  if constexpr (kGru) {
+#pragma unroll
+    for (int q = 0; q < NG; ++q) in.a[NG + q] = p.pre_h[tbgh + q * H];
+    in.st[0] = first_fwd ? p.initial[bh] : p.out[(t_prev * B + b) * p.out_stride + row];
+  }
+  if constexpr (kLstm) {
+    in.st[0] = first_fwd ? p.initial[bh] : p.cell[(t_prev * B + b) * H + row];
+    in.st[1] = p.cell[(t * B + b) * H + row];
+  }
+  if (s == 0 && p.dhn != nullptr) in.extra = p.dhn[bh];
+  if constexpr (!kGru) {  // the part of dh that skipped W_hh (padded steps)
+    if (s > 0 && kLengths) in.extra = p.carry_h[bh];
+  }
+  if constexpr (kLstm) {
+    if (s > 0) in.carry = p.carry[bh];
+    else if (p.dcn != nullptr) in.carry = p.dcn[bh];
+  }
+  if constexpr (kGru) {
+    if (s > 0) in.carry = p.carry[bh];
+  }
+  return in;
+}
+
+// What the unit's backward step produces: dQ (the values exchanged: vanilla and LSTM dP, GRU
+// da_hh), dP (GRU: da_ih), the gated cells' carry and carry_h (rnn_kernels.h).
+template <int NG>
+struct BackwardUnitOut {
+  float dq[NG];
+  float dp[NG];
+  float carry;
+  float carry_h;
+};
+
+// The unit's step: dh = dy_t + mv + extra (mv = W_hhᵀ dQ_prev, 0 at s = 0; extra is 0 at s > 0
+// without lengths, so the sum is exact there), then the cell's backward. pad: a padded step: dy
+// ignored, no gate gradients, dh goes on in the carry.
+template <int NG>
+__device__ __forceinline__ BackwardUnitOut<NG> compute_backward_unit(const Params& p,
+                                                                     const BackwardUnitIn<NG>& in,
+                                                                     float mv, bool pad) {
+  BackwardUnitOut<NG> r{};
+  const float dh = (pad ? 0.0f : in.dy) + (mv + in.extra);
+  r.carry_h = pad ? dh : 0.0f;
+  if constexpr (NG == 1) {
+    r.dq[0] = r.dp[0] = pad ? 0.0f : dh * gemm_rnn::activate_grad(p.act, in.a[0]);
+  } else if constexpr (NG == 4) {
+    const float a[4] = {in.a[0], in.a[1], in.a[2], in.a[3]};
+    float da[4];
+    r.carry = in.carry;
+    gemm_rnn::lstm_backward(a, in.st[0], in.st[1], dh, r.carry, da);
+    if (pad) r.carry = in.carry;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) r.dq[q] = r.dp[q] = pad ? 0.0f : da[q];
+  } else {
+    const float a_ih[3] = {in.a[0], in.a[1], in.a[2]};
+    const float a_hh[3] = {in.a[3], in.a[4], in.a[5]};
+    float da_ih[3], da_hh[3];
+    r.carry = in.carry;
+    gemm_rnn::gru_backward(a_ih, a_hh, in.st[0], dh, r.carry, da_ih, da_hh);
+    if (pad) r.carry = in.carry + dh;  // padded: the whole dh skips W_hh
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      r.dp[q] = pad ? 0.0f : da_ih[q];
+      r.dq[q] = pad ? 0.0f : da_hh[q];
+    }
+  }
+  return r;
+}
+
+// Every store of the unit's backward step: dpre (GRU: and dpre_h), the carry, carry_h.
+template <int NG, bool kLengths>
+__device__ __forceinline__ void store_backward_unit(const Params& p, std::int64_t t, int b,
+                                                    int row, const BackwardUnitOut<NG>& r) {
+  const int H = p.hidden, B = p.batch;
+  const std::int64_t bh = static_cast<std::int64_t>(b) * H + row;
+  const std::int64_t tbgh = (t * B + b) * NG * H + row;
+#pragma unroll
+  for (int q = 0; q < NG; ++q) p.dpre[tbgh + q * H] = r.dp[q];
+  if constexpr (NG == 3) {
+#pragma unroll
+    for (int q = 0; q < 3; ++q) p.dpre_h[tbgh + q * H] = r.dq[q];
+  }
+  if constexpr (NG != 1) p.carry[bh] = r.carry;
+  if constexpr (kLengths && NG != 3) p.carry_h[bh] = r.carry_h;
 }
 
 }  // namespace prnn::persistent

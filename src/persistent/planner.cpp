@@ -2,6 +2,7 @@
 // model. No per-GPU tables: everything is derived from the DeviceInfo the driver reports.
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "core/check.h"
 #include "persistent/tiling.h"
@@ -13,10 +14,11 @@ namespace persistent {
 
 namespace {
 
-// The tensor-core forward shape for t's layer, if one holds it (tiling.h); its description goes
-// before the FMA shape's, which then names the backward.
+// The tensor-core shape for t's layer, if one holds it (tiling.h): the forward, and the backward
+// data where `backward` and the batch allow; its description goes before the FMA shape's, which
+// then names the backward when that stays on the FMA kernel.
 void pick_tensor_core(Tiling& t, std::int64_t hidden, std::int64_t batch, int sm_count,
-                      DType weights) {
+                      DType weights, bool backward) {
   if (batch < kTensorCoreMinBatch) return;
   const int n_tiles = batch <= 8 ? 1 : 2;
   int best = -1;
@@ -31,21 +33,29 @@ void pick_tensor_core(Tiling& t, std::int64_t hidden, std::int64_t batch, int sm
   if (best < 0) return;
   const TensorCoreShape& s = kTensorCoreShapes[best];
   t.tensor_core = best;
+  t.tensor_core_backward = backward && batch <= kTensorCoreBackwardMaxBatch;
   t.tensor_core_ctas = static_cast<int>((hidden + s.rows - 1) / s.rows);
   t.tensor_core_smem_bytes = tensor_core_smem_bytes(s);
-  t.tensor_core_exchange_bytes = tensor_core_exchange_bytes(s, hidden, batch);
+  t.tensor_core_exchange_bytes =
+      tensor_core_exchange_bytes(s, hidden, batch, t.tensor_core_backward);
   const int m_tiles = (t.gates * s.rows + 15) / 16;
-  t.reason = fmt::format(
-      "forward on tensor cores: {} CTAs x {} threads, {} hidden units ({} gate rows) per CTA, "
-      "W_hh as {} mma fragments ({} registers per thread), batch in chunks of {}; backward: {}",
+  const std::string forward = fmt::format(
+      "{} CTAs x {} threads, {} hidden units ({} gate rows) per CTA, W_hh as {} mma fragments "
+      "({} registers per thread), batch in chunks of {}",
       t.tensor_core_ctas, kTensorCoreThreads, s.rows, t.gates * s.rows, to_string(s.storage),
-      4 * m_tiles * s.k_tiles, 8 * s.n_tiles, t.reason);
+      4 * m_tiles * s.k_tiles, 8 * s.n_tiles);
+  t.reason = t.tensor_core_backward
+                 ? fmt::format("forward and backward on tensor cores: {}; the backward's W_hhᵀ "
+                               "fragments {} registers per thread, partial products of all "
+                               "{} units exchanged",
+                               forward, 4 * m_tiles * s.k_tiles, hidden)
+                 : fmt::format("forward on tensor cores: {}; backward: {}", forward, t.reason);
 }
 
 }  // namespace
 
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
-            bool tensor_cores) {
+            TensorCores tensor_cores) {
   PRNN_EXPECT(hidden >= 1 && batch >= 1 && sm_count >= 1,
               "persistent tiling: expected hidden, batch and SM count >= 1, got {}, {}, {}",
               hidden, batch, sm_count);
@@ -102,7 +112,9 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
         t.ctas, t.threads, t.rows, gates * t.rows,
         (s.staged ? 1 : gates) * t.rows * kUnitsPerRecord * t.groups, to_string(t.storage),
         t.batch_chunk, s.staged ? ", records staged in shared memory" : "");
-    if (tensor_cores) pick_tensor_core(t, hidden, batch, sm_count, weights);
+    if (tensor_cores != TensorCores::Off)
+      pick_tensor_core(t, hidden, batch, sm_count, weights,
+                       tensor_cores == TensorCores::ForwardBackward);
     return t;
   }
   std::int64_t max_hidden = 0;  // the largest H any shape of this cell holds

@@ -44,10 +44,6 @@
 namespace prnn::persistent {
 namespace {
 
-using gemm_rnn::activate_grad;
-using gemm_rnn::gru_backward;
-using gemm_rnn::lstm_backward;
-
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
 
 // c ? a : b on values (a plain ?: on array elements can become a select of addresses, which
@@ -128,8 +124,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
   // and the forward splits its NG·R rows by gate over NG row groups of threads (R rows each),
   // so a thread holds R rows whatever the cell and the batch fits in one chunk.
   constexpr int kRG = kStaged && kFwd ? NG : 1;  // row groups
-  constexpr bool kLstm = NG == 4, kGru = NG == 3;
-  static_assert(NG == 1 || kGru || kLstm, "vanilla, GRU or LSTM");
+  static_assert(NG == 1 || NG == 3 || NG == 4, "vanilla, GRU or LSTM");
   constexpr int kRows = kFwd && !kStaged ? NG * R : R;  // weight rows per thread
   constexpr int kGroups = kFwd || kStaged ? G : NG * G;  // record columns per thread
   constexpr int kN = kRows * BC;                 // partial sums per thread
@@ -229,56 +224,26 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
 
     for (int b0 = 0; b0 < B; b0 += BC) {
       // The finisher's per-step inputs, loaded before the wait so their latency hides in it:
-      //   u      forward: the input side of each gate row (W_ih x); backward: dy
-      //   a_in   backward: the saved pre-activations (vanilla, LSTM: P; GRU: a_ih, then a_hh)
-      //   st     the state entering the step in forward order (LSTM c_{t-1}, GRU h_{t-1}),
-      //          and for the LSTM backward c_t as well
-      //   extra  backward, s = 0: dhn; s > 0 with lengths (vanilla, LSTM): carry_h
-      //   carry  backward, the gated cells' carry
+      // forward, the input side of each gate row (W_ih x) and the state entering the step (LSTM
+      // c_{t-1}, GRU h_{t-1}); backward, what the unit's backward step reads (kernel_common.cuh).
       const int f_b = b0 + f_bb;
       const bool f_live = finisher && f_b < B;
       // Padding: an identity step for this batch row (rnn_kernels.h).
       const bool f_pad = f_live && kLengths && t >= p.lengths[f_b];
-      constexpr int kA = kFwd ? 0 : (kGru ? 2 * NG : NG);
-      float u[kFwd ? NG : 1][kR3] = {}, a_in[kA > 0 ? kA : 1][kR3] = {};
-      float st[kLstm && !kFwd ? 2 : 1][kR3] = {}, extra[kR3] = {}, carry[kR3] = {};
+      float u[kFwd ? NG : 1][kR3] = {}, st[kR3] = {};
+      BackwardUnitIn<NG> bin[kFwd ? 1 : kR3];
       if (f_live) {
 #pragma unroll
         for (int c = 0; c < kR3; ++c) {
           const int row = row0 + kR3 * f_q + c;
           if (row >= H) continue;
-          const std::int64_t bh = static_cast<std::int64_t>(f_b) * H + row;  // [B, H] index
-          const std::int64_t tbh = (t * B + f_b) * H + row;
-          const std::int64_t tbgh = (t * B + f_b) * NG * H + row;         // + q·H: gate q
           if constexpr (kFwd) {
             float uc[NG];
-            load_forward_unit<NG>(p, t, t_prev, first_fwd, f_b, row, uc, st[0][c]);
+            load_forward_unit<NG>(p, t, t_prev, first_fwd, f_b, row, uc, st[c]);
 #pragma unroll
             for (int q = 0; q < NG; ++q) u[q][c] = uc[q];
           } else {
-            u[0][c] = p.dy[(t * B + f_b) * p.dy_stride + row];
-#pragma unroll
-            for (int q = 0; q < NG; ++q) a_in[q][c] = p.pre[tbgh + q * H];
-            if constexpr (kGru) {
-#pragma unroll
-              for (int q = 0; q < NG; ++q) a_in[NG + q][c] = p.pre_h[tbgh + q * H];
-              st[0][c] = first_fwd ? p.initial[bh] : p.out[(t_prev * B + f_b) * p.out_stride + row];
-            }
-            if constexpr (kLstm) {
-              st[0][c] = first_fwd ? p.initial[bh] : p.cell[(t_prev * B + f_b) * H + row];
-              st[1][c] = p.cell[tbh];
-            }
-            if (s == 0 && p.dhn != nullptr) extra[c] = p.dhn[bh];
-            if constexpr (!kGru) {  // the part of dh that skipped W_hh (padded steps)
-              if (s > 0 && kLengths) extra[c] = p.carry_h[bh];
-            }
-            if constexpr (kLstm) {
-              if (s > 0) carry[c] = p.carry[bh];
-              else if (p.dcn != nullptr) carry[c] = p.dcn[bh];
-            }
-            if constexpr (kGru) {
-              if (s > 0) carry[c] = p.carry[bh];
-            }
+            bin[c] = load_backward_unit<NG, kLengths>(p, s, t, t_prev, first_fwd, f_b, row);
           }
         }
       }
@@ -446,58 +411,15 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
                 uc[q] = u[q][c];
                 mvc[q] = mv[q][c];
               }
-              h = finish_forward_unit<NG>(p, s, t, t_prev, first_fwd, f_b, row, uc, st[0][c], mvc,
+              h = finish_forward_unit<NG>(p, s, t, t_prev, first_fwd, f_b, row, uc, st[c], mvc,
                                           bias[c], f_pad);
             }
             v[c] = live ? h : 0.0f;
           } else {
-            const std::int64_t bh = static_cast<std::int64_t>(f_b) * H + row;
-            const std::int64_t tbgh = (t * B + f_b) * NG * H + row;
-            // mv is 0 at s = 0 and extra 0 at s > 0 without lengths: the sum is exact there.
-            // Padded: dy ignored, no gate gradients, dh goes on in the carry.
-            const float dh = (f_pad ? 0.0f : u[0][c]) + (mv[0][c] + extra[c]);
-            if constexpr (NG == 1) {
-              v[c] = f_pad ? 0.0f : dh * activate_grad(p.act, a_in[0][c]);
-              if (live) p.dpre[tbgh] = v[c];
-              if (live && kLengths) p.carry_h[bh] = f_pad ? dh : 0.0f;
-            } else if constexpr (kLstm) {
-              const float a[4] = {a_in[0][c], a_in[1][c], a_in[2][c], a_in[3][c]};
-              float da[4];
-              const float dc = carry[c];
-              lstm_backward(a, st[0][c], st[1][c], dh, carry[c], da);
-              if (f_pad) carry[c] = dc;
+            const BackwardUnitOut<NG> o = compute_backward_unit<NG>(p, bin[c], mv[0][c], f_pad);
+            if (live) store_backward_unit<NG, kLengths>(p, t, f_b, row, o);
 #pragma unroll
-              for (int q = 0; q < 4; ++q) {
-                if (f_pad) da[q] = 0.0f;
-                if (live) p.dpre[tbgh + q * H] = da[q];
-                v[c * 4 + q] = da[q];
-              }
-              if (live) p.carry[bh] = carry[c];
-              if (live && kLengths) p.carry_h[bh] = f_pad ? dh : 0.0f;
-            } else {
-              const float a_ih[3] = {a_in[0][c], a_in[1][c], a_in[2][c]};
-              const float a_hh[3] = {a_in[3][c], a_in[4][c], a_in[5][c]};
-              float da_ih[3], da_hh[3];
-              const float skip = carry[c] + dh;  // padded: the whole dh skips W_hh
-              gru_backward(a_ih, a_hh, st[0][c], dh, carry[c], da_ih, da_hh);
-              if (f_pad) {
-                carry[c] = skip;
-#pragma unroll
-                for (int q = 0; q < 3; ++q) da_ih[q] = da_hh[q] = 0.0f;
-              }
-#pragma unroll
-              for (int q = 0; q < 3; ++q) {
-                if (live) {
-                  p.dpre[tbgh + q * H] = da_ih[q];
-                  p.dpre_h[tbgh + q * H] = da_hh[q];
-                }
-                v[c * 3 + q] = da_hh[q];
-              }
-              if (live) p.carry[bh] = carry[c];
-            }
-            if (!live)
-#pragma unroll
-              for (int q = 0; q < kOutRecords; ++q) v[c * kOutRecords + q] = 0.0f;
+            for (int q = 0; q < kOutRecords; ++q) v[c * kOutRecords + q] = live ? o.dq[q] : 0.0f;
           }
         }
         if (s + 1 < p.steps) {
@@ -537,15 +459,18 @@ KernelFn pick(int shape, std::index_sequence<I...>) {
   return fns[shape];
 }
 
-template <int I, bool L>
+template <int I, bool L, Pass P>
 constexpr KernelFn tensor_core_kernel_of() {
   constexpr TensorCoreShape s = kTensorCoreShapes[I];
-  return &tensor_core_forward_kernel<s.gates, s.rows, s.k_tiles, s.n_tiles, s.storage, L>;
+  if constexpr (P == Pass::Forward)
+    return &tensor_core_forward_kernel<s.gates, s.rows, s.k_tiles, s.n_tiles, s.storage, L>;
+  else
+    return &tensor_core_backward_kernel<s.gates, s.rows, s.k_tiles, s.n_tiles, s.storage, L>;
 }
 
-template <bool L, std::size_t... I>
+template <bool L, Pass P, std::size_t... I>
 KernelFn pick_tensor_core(int shape, std::index_sequence<I...>) {
-  constexpr KernelFn fns[] = {tensor_core_kernel_of<static_cast<int>(I), L>()...};
+  constexpr KernelFn fns[] = {tensor_core_kernel_of<static_cast<int>(I), L, P>()...};
   return fns[shape];
 }
 
@@ -558,13 +483,17 @@ struct LaunchShape {
 LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths) {
   if (tiling.shape < 0 || tiling.shape >= kShapeCount)
     throw InternalError("persistent kernel: no kernel shape (" + tiling.reason + ")");
-  if (pass == Pass::Forward && tiling.tensor_core >= 0) {
+  if (tiling.tensor_core >= 0 && (pass == Pass::Forward || tiling.tensor_core_backward)) {
     if (tiling.tensor_core >= kTensorCoreShapeCount)
       throw InternalError("persistent kernel: no tensor-core shape " +
                           std::to_string(tiling.tensor_core));
     const auto seq = std::make_index_sequence<kTensorCoreShapeCount>{};
-    return {lengths ? pick_tensor_core<true>(tiling.tensor_core, seq)
-                    : pick_tensor_core<false>(tiling.tensor_core, seq),
+    if (pass == Pass::BackwardData)  // static shared memory only
+      return {lengths ? pick_tensor_core<true, Pass::BackwardData>(tiling.tensor_core, seq)
+                      : pick_tensor_core<false, Pass::BackwardData>(tiling.tensor_core, seq),
+              tiling.tensor_core_ctas, kTensorCoreThreads, 0};
+    return {lengths ? pick_tensor_core<true, Pass::Forward>(tiling.tensor_core, seq)
+                    : pick_tensor_core<false, Pass::Forward>(tiling.tensor_core, seq),
             tiling.tensor_core_ctas, kTensorCoreThreads, tiling.tensor_core_smem_bytes};
   }
   const auto seq = std::make_index_sequence<kShapeCount>{};

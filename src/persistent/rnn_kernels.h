@@ -85,7 +85,7 @@ struct Params {
   const std::int32_t* lengths = nullptr;  // nullable [B]: sequence lengths (padding above)
   float* carry_h = nullptr;      // vanilla, LSTM BackwardData with lengths [B, H] (see above)
 
-  float4* exchange = nullptr;    // [2, B, K] records, then the tensor-core forward's (tiling.h)
+  float4* exchange = nullptr;    // [2, B, K] records, then the tensor-core kernels' (tiling.h)
   unsigned* control = nullptr;   // [kControlWords] device words
   unsigned* status_host = nullptr;  // nullable, mapped host word: kStatus* bits for the host
 

@@ -1,35 +1,9 @@
-// Persistent GRU / LSTM forward on tensor cores, one layer direction: the forward of the
-// persistent family (rnn_kernels.h) for 16-bit weights. Included by rnn_kernels.cu, whose
-// dispatch point picks it (tiling.h: TensorCoreShape).
-//   P_t = u_t + W_hh h_prev + biases, then the cell (LSTM: c_t; GRU: a_ih, a_hh), exactly as
-//   rnn_kernels.h states; the same reserve, outputs and padding as the FMA kernel, so the FMA
-//   backward follows it.
-// Layout:   W_hh [NG·H, H] row-major fp32 holding 16-bit values (the layer's weights are bf16 or
-//           f16 tensors); the rest as rnn_kernels.cu. Exchange, after the backward's records
-//           ([2, B, ceil(NG·H/3)] float4): h [2, B, Hp] fp32 by step parity (Hp = H rounded up
-//           to 4, zeros past H), then one 64-bit arrival counter per batch chunk (Tiling::
-//           tensor_core_exchange_bytes; zero before the first launch, zeroed by the last CTA).
-// Launch:   cooperative, ceil(H/R) CTAs (≤ one per SM) × kTensorCoreThreads (8 warps), dynamic
-//           shared memory tensor_core_smem_bytes(). CTA k owns the units [k·R, k·R + R): the
-//           NG·R rows of W_hh, CTA row r = q·R + j being gate q of unit k·R + j, padded to kMT
-//           row tiles of 16.
-// On chip:  W_hh in registers as mma.sync m16n8k16 A fragments (16-bit, exact): warp w holds the
-//           k-tiles [w·KT, (w+1)·KT) of every row tile (zeros past H), 4·kMT·KT registers.
-//           h_{t-1} of a batch chunk of up to 8·NT elements in shared memory as 16-bit hi and
-//           lo rows (h = hi + lo to about 2^-16 relative: two products per fragment keep the
-//           recurrence near fp32 accuracy with 16-bit weights), [8·NT][8·KT·16 + kStagePad] each.
-// Per step and batch chunk:
-//           the finishers (one per unit and batch element) load u_t and the state entering the
-//           step; thread 0 waits for the chunk's arrival counter to reach CTAs·s; every thread
-//           loads its share of h_{t-1} from L2 (kStageBatch float4 in flight) into shared memory
-//           as hi and lo; each warp runs its mma over its k-tiles for every row and n tile (the
-//           batch is the mma's n), fp32 partial sums to shared memory; the finishers add the 8
-//           warps' sums in a fixed order (deterministic), do the cell's math, store h_t to the
-//           exchange, the CTA arrives (bar.sync, then thread 0 fences and adds 1), and only then
-//           do the finishers' other stores (kernel_common.cuh).
-// Sync:     one arrival counter per chunk: the barrier and the exchange in one wait per step.
-// Limits:   H ≤ 8·KT·16 and ceil(H/R) ≤ SMs (tiling.h); B·NG·H < 2^31; the wait is bounded by
-//           timeout_ns.
+// Persistent GRU / LSTM on tensor cores, one layer direction: the forward and the backward data
+// of the persistent family (rnn_kernels.h) for 16-bit weights. Included by rnn_kernels.cu, whose
+// dispatch point picks them (tiling.h: TensorCoreShape). Both hold the CTA's NG·R rows of W_hh as
+// mma.sync m16n8k16 fragments (the forward as they are, the backward transposed), put the batch
+// on the mma's n, and exchange through the tensor-core part of the exchange (tiling.h: one
+// arrival counter per batch chunk, then the data) with one wait per step and chunk.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -73,6 +47,81 @@ __device__ __forceinline__ void split16(float x, unsigned short& hi, unsigned sh
   }
 }
 
+// The tensor-core part of the exchange (tiling.h): after the FMA kernels' records, the arrival
+// counters (one per batch chunk of 8·NT), then the data.
+struct TensorCoreExchange {
+  unsigned long long* arrived;
+  float* data;
+};
+template <int NG, int NT>
+__device__ __forceinline__ TensorCoreExchange tensor_core_exchange(const Params& p) {
+  const int K = (NG * p.hidden + kR3 - 1) / kR3;  // records per batch element (rnn_kernels.h)
+  char* base = reinterpret_cast<char*>(p.exchange + 2ll * p.batch * K);
+  const TensorCoreShape shape{NG, 0, 0, NT};
+  return {reinterpret_cast<unsigned long long*>(base),
+          reinterpret_cast<float*>(base + tensor_core_counter_bytes(shape, p.batch))};
+}
+
+// Thread 0: waits until every CTA arrived (*counter ≥ want). False when the wait timed out or an
+// abort was requested (keep_waiting reports it).
+__device__ __forceinline__ bool wait_arrivals(const unsigned long long* counter,
+                                              unsigned long long want, const Params& p,
+                                              const int* s_abort) {
+  const std::uint64_t start = global_ns();
+  for (unsigned spins = 1;; ++spins) {
+    unsigned long long got;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(got) : "l"(counter) : "memory");
+    if (got >= want) return true;
+    if (spins % kSpinsPerCheck == 0 && !keep_waiting(start, p, s_abort)) return false;
+  }
+}
+
+// The CTA's arrival: every thread's stores before it (bar.sync), then thread 0 fences and counts
+// (the grid barrier's release pattern).
+__device__ __forceinline__ void arrive(unsigned long long* counter) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(counter, 1ull);
+  }
+}
+
+// Thread 0 of every CTA at the end of a launch: the last CTA also clears the arrival counters.
+__device__ __forceinline__ void end_tensor_core_launch(const Params& p, unsigned epoch,
+                                                       unsigned long long* arrived, int chunks) {
+  if (threadIdx.x == 0 && end_launch(p, epoch))
+    for (int c = 0; c < chunks; ++c) arrived[c] = 0;
+}
+
+// ---- forward --------------------------------------------------------------------------------
+// Forward (rnn_kernels.h):
+//   P_t = u_t + W_hh h_prev + biases, then the cell (LSTM: c_t; GRU: a_ih, a_hh), exactly as
+//   rnn_kernels.h states; the same reserve, outputs and padding as the FMA kernel, so either
+//   backward follows it.
+// Layout:   W_hh [NG·H, H] row-major fp32 holding 16-bit values (the layer's weights are bf16 or
+//           f16 tensors); the rest as rnn_kernels.cu. Exchange data: h [2, B, Hp] fp32 by step
+//           parity (Hp = H rounded up to 4, zeros past H).
+// Launch:   cooperative, ceil(H/R) CTAs (≤ one per SM) × kTensorCoreThreads (8 warps), dynamic
+//           shared memory tensor_core_smem_bytes(). CTA k owns the units [k·R, k·R + R): the
+//           NG·R rows of W_hh, CTA row r = q·R + j being gate q of unit k·R + j, padded to kMT
+//           row tiles of 16.
+// On chip:  W_hh in registers as A fragments (16-bit, exact): warp w holds the k-tiles
+//           [w·KT, (w+1)·KT) of every row tile (zeros past H), 4·kMT·KT registers.
+//           h_{t-1} of a batch chunk of up to 8·NT elements in shared memory as 16-bit hi and
+//           lo rows (h = hi + lo to about 2^-16 relative: two products per fragment keep the
+//           recurrence near fp32 accuracy with 16-bit weights), [8·NT][8·KT·16 + kStagePad] each.
+// Per step and batch chunk:
+//           the finishers (one per unit and batch element) load u_t and the state entering the
+//           step; thread 0 waits for the chunk's arrival counter to reach CTAs·s; every thread
+//           loads its share of h_{t-1} from L2 (kStageBatch float4 in flight) into shared memory
+//           as hi and lo; each warp runs its mma over its k-tiles for every row and n tile (the
+//           batch is the mma's n), fp32 partial sums to shared memory; the finishers add the 8
+//           warps' sums in a fixed order (deterministic), do the cell's math, store h_t to the
+//           exchange, the CTA arrives, and only then do the finishers' other stores
+//           (kernel_common.cuh), so that the fence waits on h alone.
+// Sync:     one arrival counter per chunk: the barrier and the exchange in one wait per step.
+// Limits:   H ≤ 8·KT·16 and ceil(H/R) ≤ SMs (tiling.h); B·NG·H < 2^31; the wait is bounded by
+//           timeout_ns.
 template <int NG, int R, int KT, int NT, DType WS, bool kLengths>
 __global__ void __launch_bounds__(kTensorCoreThreads, 1)
     tensor_core_forward_kernel(const Params p) {
@@ -127,12 +176,11 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
   const bool finisher = tid < kNB * R;
   const int f_bb = tid / R, f_j = tid % R, f_row = row0 + f_j;
 
-  // The exchange (after the records the backward uses): h_{t} [2, B, Hp] by step parity, and
-  // one arrival counter per batch chunk (CTAs that published that chunk, over all steps).
+  // The exchange: h_t [2, B, Hp] by step parity, and one arrival counter per batch chunk (CTAs
+  // that published that chunk, over all steps).
   const int Hp = tensor_core_h_stride(H);
-  const int K = (NG * H + kR3 - 1) / kR3;  // records per batch element (rnn_kernels.h)
-  float* g_h = reinterpret_cast<float*>(p.exchange + 2ll * B * K);
-  unsigned long long* g_arrived = reinterpret_cast<unsigned long long*>(g_h + 2ll * B * Hp);
+  const TensorCoreExchange ex = tensor_core_exchange<NG, NT>(p);
+  float* g_h = ex.data;
   const unsigned long long ctas = gridDim.x;
 
   bool aborted = false;
@@ -158,22 +206,10 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 
       if (has_source) {
         // ---- wait until every CTA published this chunk of step s - 1 -----------------------
-        if (from_exchange && tid == 0) {
-          const unsigned long long want = ctas * static_cast<unsigned long long>(s);
-          const std::uint64_t start = global_ns();
-          for (unsigned spins = 1;; ++spins) {
-            unsigned long long got;
-            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];"
-                         : "=l"(got)
-                         : "l"(g_arrived + chunk)
-                         : "memory");
-            if (got >= want) break;
-            if (spins % kSpinsPerCheck == 0 && !keep_waiting(start, p, &s_abort)) {
-              s_abort = 1;
-              break;
-            }
-          }
-        }
+        if (from_exchange && tid == 0 &&
+            !wait_arrivals(ex.arrived + chunk, ctas * static_cast<unsigned long long>(s), p,
+                           &s_abort))
+          s_abort = 1;
         __syncthreads();
         if (*static_cast<volatile int*>(&s_abort) != 0) {
           aborted = true;
@@ -262,19 +298,228 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
         out = compute_forward_unit<NG>(p, t_prev, first, f_b, f_row, u, st, mv, 0.0f, f_pad);
         if (s + 1 < p.steps) dst[static_cast<std::int64_t>(f_b) * Hp + f_row] = out.h;
       }
-      if (s + 1 < p.steps) {
-        // Every finisher's h before the CTA's arrival (the grid barrier's release pattern).
-        __syncthreads();
-        if (tid == 0) {
-          __threadfence();
-          atomicAdd(g_arrived + chunk, 1ull);
-        }
-      }
+      if (s + 1 < p.steps) arrive(ex.arrived + chunk);  // every finisher's h before it
       if (f_live) store_forward_unit<NG>(p, s, t, f_b, f_row, out, f_pad);
     }
   }
-  // The last CTA clears the arrival counters for the next launch.
-  if (tid == 0 && end_launch(p, epoch))
-    for (int c = 0; c < (B + kNB - 1) / kNB; ++c) g_arrived[c] = 0;
+  end_tensor_core_launch(p, epoch, ex.arrived, (B + kNB - 1) / kNB);
 }
+// ---- backward data --------------------------------------------------------------------------
+// BackwardData (rnn_kernels.h), processing the forward order reversed:
+//   dh = dy_t + W_hhᵀ dQ_prev (at s = 0: dhn), then the cell's backward (kernel_common.cuh):
+//   dP_t (GRU: and da_hh), the carry and carry_h exactly as the FMA kernel writes them.
+// Layout:   as the forward. Exchange data: the partial products X [2, chunks, CTAs, H, 8·NT]
+//           fp32 by step parity, X[k][m][n] = Σ over CTA k's rows r of W_hh[r][m] · dQ[r][n]
+//           (m a unit of dh, n a batch element of the chunk; columns past the chunk not read).
+// Launch:   cooperative, ceil(H/R) CTAs (≤ one per SM) × kTensorCoreThreads (8 warps), static
+//           shared memory. CTA k owns the units [k·R, k·R + R) and finishes their backward step,
+//           so their dQ (NG·R rows, r = q·R + j: gate q of unit k·R + j) never leaves the CTA:
+//           what crosses the SMs is H values per batch element and CTA, not NG·H.
+// On chip:  the CTA's rows of W_hh transposed as A fragments (16-bit, exact), A[m][r] =
+//           W_hh[row r][m]: warp w holds the m-tiles (16 units of dh) [w·KT, (w+1)·KT) over the
+//           rows padded to kKT k-tiles of 16 (zeros past them and past H), 4·KT·kKT registers.
+//           The chunk's dQ in shared memory as 16-bit hi and lo (dQ = hi + lo to about 2^-16
+//           relative, as the forward's h), [8·NT][kKT·16 + kStagePad] each.
+// Per step and batch chunk:
+//           the finishers (one per unit and batch element) load what the unit's step reads; at
+//           s > 0 thread 0 waits for the chunk's counter to reach CTAs·s, then lane groups sum
+//           X_{s-1}[·][unit][4 batch elements] over the CTAs (each lane a strided share, then a
+//           fixed shuffle tree: deterministic); the finisher completes dh and the cell's
+//           backward and stages its dQ as hi and lo; each warp multiplies its m-tiles and
+//           stores X_s of this CTA; the CTA arrives, and only then do the finishers' stores
+//           (dP, the carries) go out.
+// Sync:     one arrival counter per chunk. Two buffers suffice: a CTA writes X_s after every
+//           CTA arrived at step s - 1, which each did after reading X_{s-2}.
+// Limits:   H ≤ 8·KT·16 and ceil(H/R) ≤ SMs; B ≤ kTensorCoreBackwardMaxBatch (tiling.h: the
+//           planner's rule); B·NG·H < 2^31; the wait is bounded by timeout_ns.
+template <int NG, int R, int KT, int NT, DType WS, bool kLengths>
+__global__ void __launch_bounds__(kTensorCoreThreads, 1)
+    tensor_core_backward_kernel(const Params p) {
+  static_assert(NG == 3 || NG == 4, "GRU or LSTM");
+  static_assert(WS == DType::BF16 || WS == DType::F16, "16-bit weights");
+  constexpr int kRowsCta = NG * R;
+  constexpr int kKT = (kRowsCta + 15) / 16;        // k-tiles over the CTA's rows
+  constexpr int kNB = 8 * NT;                      // batch chunk
+  constexpr int kStride = kKT * 16 + kStagePad;    // staged dQ row (16-bit elements)
+  static_assert(kNB * R <= kTensorCoreThreads, "one finisher per unit and batch element");
+
+  __shared__ __align__(16) unsigned short s_dq[2][kNB][kStride];  // hi, lo
+  __shared__ float4 s_sum[R * kNB / 4];  // dh's matrix part per (unit, 4 batch elements)
+  __shared__ unsigned s_epoch;
+  __shared__ int s_abort;
+
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int grp = lane >> 2, tig = lane & 3;  // the mma fragment's row group and thread in group
+  const int H = p.hidden, B = p.batch;
+  const int row0 = static_cast<int>(blockIdx.x) * R;
+
+  // ---- W_hh's rows of the CTA, transposed, as A fragments: a[mt][kt] = units
+  //      (warp·KT + mt)·16 + {grp, grp + 8}, CTA rows kt·16 + {2·tig, 2·tig + 1, 2·tig + 8,
+  //      2·tig + 9} --------------------------------------------------------------------------
+  const auto weight = [&](int m, int r) -> float {
+    if (r >= kRowsCta || m >= H) return 0.0f;
+    const int q = r / R, unit = row0 + r % R;
+    return unit < H ? p.w[(static_cast<std::int64_t>(q) * H + unit) * H + m] : 0.0f;
+  };
+  unsigned rA[KT][kKT][4];
+#pragma unroll
+  for (int mt = 0; mt < KT; ++mt)
+#pragma unroll
+    for (int kt = 0; kt < kKT; ++kt) {
+      const int m = (warp * KT + mt) * 16 + grp, r = kt * 16 + 2 * tig;
+      rA[mt][kt][0] = pack16<WS>(weight(m, r), weight(m, r + 1));
+      rA[mt][kt][1] = pack16<WS>(weight(m + 8, r), weight(m + 8, r + 1));
+      rA[mt][kt][2] = pack16<WS>(weight(m, r + 8), weight(m, r + 9));
+      rA[mt][kt][3] = pack16<WS>(weight(m + 8, r + 8), weight(m + 8, r + 9));
+    }
+  // Rows past NG·R stay zero (the fragments' zeros times them must not make NaN).
+  for (int i = tid; i < 2 * kNB * kStride; i += kTensorCoreThreads) (&s_dq[0][0][0])[i] = 0;
+  if (tid == 0) {
+    s_epoch = *static_cast<volatile unsigned*>(p.control + kEpoch);  // set by the last launch
+    s_abort = 0;
+  }
+  __syncthreads();
+  const unsigned epoch = s_epoch;
+
+  // The finishing role: thread f < kNB·R finishes unit f_j of the CTA for batch element f_bb of
+  // each chunk.
+  const bool finisher = tid < kNB * R;
+  const int f_bb = tid / R, f_j = tid % R, f_row = row0 + f_j;
+
+  const TensorCoreExchange ex = tensor_core_exchange<NG, NT>(p);
+  const unsigned long long ctas = gridDim.x;
+  const int chunks = (B + kNB - 1) / kNB;
+  const std::int64_t per_cta = static_cast<std::int64_t>(H) * kNB;  // X of one CTA and chunk
+  const std::int64_t per_chunk = static_cast<std::int64_t>(ctas) * per_cta;
+
+  bool aborted = false;
+  for (int s = 0; s < p.steps && !aborted; ++s) {
+    const std::int64_t t =
+        static_cast<std::int64_t>(p.t_first) + static_cast<std::int64_t>(s) * p.t_step;
+    const std::int64_t t_prev = t + p.t_step;  // the step before in the forward order
+    const bool first_fwd = s == p.steps - 1;
+    const bool publish = s + 1 < p.steps;
+    stall_if_asked(p, s);
+
+    for (int b0 = 0, chunk = 0; b0 < B; b0 += kNB, ++chunk) {
+      const int nb = min(kNB, B - b0);
+      // The finisher's inputs, loaded before the wait so their latency hides in it.
+      const int f_b = b0 + f_bb;
+      const bool f_live = finisher && f_bb < nb && f_row < H;
+      const bool f_pad = f_live && kLengths && t >= p.lengths[f_b];
+      BackwardUnitIn<NG> in;
+      if (f_live) in = load_backward_unit<NG, kLengths>(p, s, t, t_prev, first_fwd, f_b, f_row);
+
+      float mv = 0.0f;
+      if (s > 0) {
+        // ---- wait until every CTA published this chunk of step s - 1 -------------------------
+        if (tid == 0 &&
+            !wait_arrivals(ex.arrived + chunk, ctas * static_cast<unsigned long long>(s), p,
+                           &s_abort))
+          s_abort = 1;
+        __syncthreads();
+        if (*static_cast<volatile int*>(&s_abort) != 0) {
+          aborted = true;
+          break;
+        }
+        // ---- W_hhᵀ dQ_{s-1} of the CTA's units: X_{s-1} summed over the CTAs. Item i = (unit
+        //      i % R, batch quad i / R), `lanes` lanes each (a power of two), lane l adding the
+        //      CTAs l, l + lanes, ... in order, then a shuffle tree ---------------------------
+        const float* x =
+            ex.data + (static_cast<std::int64_t>((s - 1) & 1) * chunks + chunk) * per_chunk;
+        const int items = R * ((nb + 3) / 4);
+        int lanes = 32;
+        while (lanes * items > kTensorCoreThreads) lanes /= 2;
+        const int item = tid / lanes, sub = tid % lanes;
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (item < items && row0 + item % R < H) {
+          const float* at = x + static_cast<std::int64_t>(row0 + item % R) * kNB + item / R * 4;
+          for (int k = sub; k < static_cast<int>(ctas); k += kStageBatch * lanes) {
+            float4 v[kStageBatch];
+#pragma unroll
+            for (int i = 0; i < kStageBatch; ++i) {
+              const int kk = k + i * lanes;
+              v[i] = kk < static_cast<int>(ctas)
+                         ? __ldcg(reinterpret_cast<const float4*>(at + kk * per_cta))
+                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int i = 0; i < kStageBatch; ++i) {
+              acc.x += v[i].x;
+              acc.y += v[i].y;
+              acc.z += v[i].z;
+              acc.w += v[i].w;
+            }
+          }
+        }
+        for (int off = lanes / 2; off > 0; off /= 2) {
+          acc.x += __shfl_xor_sync(0xFFFFFFFFu, acc.x, off);
+          acc.y += __shfl_xor_sync(0xFFFFFFFFu, acc.y, off);
+          acc.z += __shfl_xor_sync(0xFFFFFFFFu, acc.z, off);
+          acc.w += __shfl_xor_sync(0xFFFFFFFFu, acc.w, off);
+        }
+        if (sub == 0 && item < items) s_sum[item] = acc;
+        __syncthreads();
+        if (f_live) {
+          const float4 v = s_sum[f_bb / 4 * R + f_j];
+          const int c = f_bb % 4;
+          mv = c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;
+        }
+      }
+
+      // ---- the units' backward step --------------------------------------------------------
+      BackwardUnitOut<NG> out{};
+      if (f_live) out = compute_backward_unit<NG>(p, in, mv, f_pad);
+
+      if (publish) {
+        // ---- dQ as hi and lo, then X_s of this CTA: each warp its m-tiles ------------------
+        if (finisher && f_bb < nb) {
+#pragma unroll
+          for (int q = 0; q < NG; ++q)
+            split16<WS>(f_live ? out.dq[q] : 0.0f, s_dq[0][f_bb][q * R + f_j],
+                        s_dq[1][f_bb][q * R + f_j]);
+        }
+        __syncthreads();
+        float* xo = ex.data + (static_cast<std::int64_t>(s & 1) * chunks + chunk) * per_chunk +
+                    blockIdx.x * per_cta;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          if (nt * 8 >= nb) break;
+          unsigned bh[kKT][2], bl[kKT][2];
+#pragma unroll
+          for (int kt = 0; kt < kKT; ++kt) {
+            const int n = nt * 8 + grp, r = kt * 16 + 2 * tig;  // B[r][n] = dQ of row r, element n
+            bh[kt][0] = *reinterpret_cast<const unsigned*>(&s_dq[0][n][r]);
+            bh[kt][1] = *reinterpret_cast<const unsigned*>(&s_dq[0][n][r + 8]);
+            bl[kt][0] = *reinterpret_cast<const unsigned*>(&s_dq[1][n][r]);
+            bl[kt][1] = *reinterpret_cast<const unsigned*>(&s_dq[1][n][r + 8]);
+          }
+#pragma unroll
+          for (int mt = 0; mt < KT; ++mt) {
+            if ((warp * KT + mt) * 16 >= H) break;  // uniform in the warp
+            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int kt = 0; kt < kKT; ++kt) {
+              mma_16816<WS>(d, rA[mt][kt], bh[kt][0], bh[kt][1]);
+              mma_16816<WS>(d, rA[mt][kt], bl[kt][0], bl[kt][1]);
+            }
+            const int m = (warp * KT + mt) * 16 + grp, n = nt * 8 + 2 * tig;
+            if (n < nb) {
+              if (m < H)
+                *reinterpret_cast<float2*>(xo + static_cast<std::int64_t>(m) * kNB + n) =
+                    make_float2(d[0], d[1]);
+              if (m + 8 < H)
+                *reinterpret_cast<float2*>(xo + static_cast<std::int64_t>(m + 8) * kNB + n) =
+                    make_float2(d[2], d[3]);
+            }
+          }
+        }
+        arrive(ex.arrived + chunk);  // every warp's X before it
+      }
+      if (f_live) store_backward_unit<NG, kLengths>(p, t, f_b, f_row, out);
+    }
+  }
+  end_tensor_core_launch(p, epoch, ex.arrived, (B + kNB - 1) / kNB);
+}
+
 }  // namespace prnn::persistent

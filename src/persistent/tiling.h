@@ -85,18 +85,24 @@ inline constexpr int wanted_staged_chunk(std::int64_t batch) {
   return batch <= 1 ? 1 : batch <= 2 ? 2 : 4;
 }
 
-// Tensor-core forward shapes (tensor_core_kernel.cuh), for GRU and LSTM with 16-bit weights:
-//   CTA k owns the R hidden units [k·R, (k+1)·R), NG·R rows of W_hh held as mma.sync A
-//   fragments by kTensorCoreWarps warps, warp w the k-tiles (16 columns) [w·KT, (w+1)·KT): the
-//   shape holds H ≤ kTensorCoreWarps·KT·16; the batch goes through in chunks of 8·NT (the mma's
-//   n is the batch). The backward of such a layer runs on the FMA shape of the same tiling.
+// Tensor-core shapes (tensor_core_kernel.cuh), for GRU and LSTM with 16-bit weights, one per
+// (cell, R, KT, NT, storage), used by both passes:
+//   CTA k owns the R hidden units [k·R, (k+1)·R), i.e. the NG·R rows of W_hh of those units, held
+//   as mma.sync A fragments by kTensorCoreWarps warps; the shape holds H ≤ kTensorCoreWarps·KT·16.
+//   Forward: the rows as the mma's m, warp w the k-tiles (16 columns of h) [w·KT, (w+1)·KT).
+//   Backward: the same rows transposed, W_hhᵀ restricted to them: the H columns as the mma's m,
+//   warp w the m-tiles (16 units of dh) [w·KT, (w+1)·KT), the NG·R rows as its k.
+//   The batch goes through in chunks of 8·NT (the mma's n is the batch).
 struct TensorCoreShape {
   int gates = 4;      // NG: 3 GRU, 4 LSTM
   int rows = 0;       // R hidden units per CTA
-  int k_tiles = 0;    // KT per warp
+  int k_tiles = 0;    // KT per warp: 16-unit tiles of H
   int n_tiles = 1;    // NT: batch chunk 8·NT
   DType storage = DType::BF16;
 };
+
+// Which passes of a 16-bit GRU / LSTM layer run on tensor cores (PRNN_PERSISTENT_TENSOR_CORES).
+enum class TensorCores : std::uint8_t { Off, Forward, ForwardBackward };
 
 inline constexpr int kTensorCoreWarps = 8;
 inline constexpr int kTensorCoreThreads = kTensorCoreWarps * 32;
@@ -104,27 +110,46 @@ inline constexpr int kTensorCoreThreads = kTensorCoreWarps * 32;
 // forward is faster (LSTM 3.32 vs 3.45, GRU 2.86 vs 3.28 µs/step), from B = 4 on the tensor cores
 // are as fast or faster (LSTM B = 4: 5.16 vs 6.01; B = 16: 11.6 vs 21.5).
 inline constexpr int kTensorCoreMinBatch = 4;
+// The tensor-core backward exchanges partial products, CTAs·H per batch element and step
+// (37.7 MB at H = 1152, B = 32, both parities): up to this batch, so that they stay in the L2.
+inline constexpr int kTensorCoreBackwardMaxBatch = 32;
 // 16-bit elements of padding after each staged row of h: the 8 rows of an n tile then start 4
 // banks apart, so a warp's B-fragment loads hit 32 different banks.
 inline constexpr int kStagePad = 8;
 
-// Dynamic shared memory of a tensor-core shape: the staged hi and lo rows of one batch chunk.
+// Dynamic shared memory of a tensor-core shape's forward: the staged hi and lo rows of one batch
+// chunk (the backward's staging is static and small).
 constexpr std::size_t tensor_core_smem_bytes(const TensorCoreShape& s) {
   return std::size_t{2} * static_cast<std::size_t>(8 * s.n_tiles) *
          static_cast<std::size_t>(kTensorCoreWarps * s.k_tiles * 16 + kStagePad) * 2;
 }
 
-// The tensor-core forward's exchange, placed after the records of the FMA kernels
-// (2·B·records float4): h [2, B, tensor_core_h_stride(H)] fp32 by step parity (float4 rows, zeros
-// past H), then one 64-bit arrival counter per batch chunk of 8·NT.
+// The tensor-core kernels' exchange, placed after the records of the FMA kernels
+// (2·B·records float4):
+//   one 64-bit arrival counter per batch chunk of 8·NT (tensor_core_counter_bytes: padded to
+//   16 bytes; zero between launches), then the data, by step parity:
+//   forward   h [2, B, tensor_core_h_stride(H)] fp32 (float4 rows, zeros past H)
+//   backward  partial products [2, chunks, CTAs, H, 8·NT] fp32: CTA k's W_hhᵀ rows times its
+//             own dQ, for every unit of dh (tensor_core_kernel.cuh)
 template <class Int>
 constexpr Int tensor_core_h_stride(Int hidden) {
   return (hidden + 3) / 4 * 4;
 }
+constexpr std::int64_t tensor_core_chunks(const TensorCoreShape& s, std::int64_t batch) {
+  return (batch + 8 * s.n_tiles - 1) / (8 * s.n_tiles);
+}
+constexpr std::size_t tensor_core_counter_bytes(const TensorCoreShape& s, std::int64_t batch) {
+  return static_cast<std::size_t>((tensor_core_chunks(s, batch) + 1) / 2 * 16);
+}
 constexpr std::size_t tensor_core_exchange_bytes(const TensorCoreShape& s, std::int64_t hidden,
-                                                 std::int64_t batch) {
-  const std::int64_t chunks = (batch + 8 * s.n_tiles - 1) / (8 * s.n_tiles);
-  return static_cast<std::size_t>(2 * batch * tensor_core_h_stride(hidden) * 4 + chunks * 8);
+                                                 std::int64_t batch, bool backward) {
+  const std::int64_t chunks = tensor_core_chunks(s, batch);
+  const std::int64_t ctas = (hidden + s.rows - 1) / s.rows;
+  const std::int64_t forward_floats = 2 * batch * tensor_core_h_stride(hidden);
+  const std::int64_t backward_floats = backward ? 2 * chunks * ctas * hidden * 8 * s.n_tiles : 0;
+  return tensor_core_counter_bytes(s, batch) +
+         static_cast<std::size_t>(4 * (forward_floats > backward_floats ? forward_floats
+                                                                        : backward_floats));
 }
 
 // R = 3 covers H ≤ 3·SMs (KT = 4: 512 columns), R = 9 the rest up to 1152 (KT = 9), each for a
@@ -153,8 +178,10 @@ struct Tiling {
   // The forward on tensor cores: index into kTensorCoreShapes, -1 when the forward runs on the
   // FMA shape above (fp32 weights, vanilla cells, or tensor cores turned off).
   int tensor_core = -1;
+  // The backward data on tensor cores as well (the same shape); else on the FMA shape.
+  bool tensor_core_backward = false;
   int tensor_core_ctas = 0;
-  std::size_t tensor_core_smem_bytes = 0;
+  std::size_t tensor_core_smem_bytes = 0;  // the forward's
   // Its exchange, after the records (tensor_core_exchange_bytes() above; 0 without one).
   std::size_t tensor_core_exchange_bytes = 0;
   std::string reason;
@@ -164,10 +191,11 @@ struct Tiling {
 // with `sm_count` SMs (one CTA per SM). bf16 weights use the packed shapes where one exists at
 // the fewest rows; other 16-bit weights are held in fp32 on chip; f64 returns shape -1 with the
 // reason.
-// With tensor_cores (the default), GRU and LSTM layers with bf16 or f16 weights at batch ≥
+// Unless tensor_cores is Off, GRU and LSTM layers with bf16 or f16 weights at batch ≥
 // kTensorCoreMinBatch get a tensor-core forward where a shape holds H: the fewest rows per CTA
-// that fit the SMs, the smaller batch chunk that takes the whole batch (8, else 16).
+// that fit the SMs, the smaller batch chunk that takes the whole batch (8, else 16); with
+// ForwardBackward (the default) and batch ≤ kTensorCoreBackwardMaxBatch, the backward data too.
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
-            bool tensor_cores = true);
+            TensorCores tensor_cores = TensorCores::ForwardBackward);
 
 }  // namespace prnn::persistent

@@ -104,8 +104,8 @@ TEST(Planner, GatedCellsUseTheirKernelTiling) {
   const PersistentPlan big = plan_persistent(rnn(Cell::LSTM, 1200), 4, h200());
   EXPECT_NE(big.kernel.find("H=1200"), std::string::npos) << big.kernel;
   EXPECT_NE(big.kernel.find("H <= 1152"), std::string::npos) << big.kernel;
-  // bf16 weights: two weights per register.
-  const PersistentPlan half = plan_persistent(rnn(Cell::LSTM, 1152, DType::BF16), 4, h200());
+  // bf16 weights: two weights per register (B = 2: below the tensor cores' batches).
+  const PersistentPlan half = plan_persistent(rnn(Cell::LSTM, 1152, DType::BF16), 2, h200());
   EXPECT_EQ(half.units_per_cta, 9);
   EXPECT_EQ(half.ctas, 128);
   EXPECT_NE(half.kernel.find("bf16 weights per thread"), std::string::npos) << half.kernel;
@@ -113,10 +113,11 @@ TEST(Planner, GatedCellsUseTheirKernelTiling) {
   EXPECT_NE(lstm.kernel.find("f32 weights per thread"), std::string::npos) << lstm.kernel;
 }
 
-// The tensor-core forward: GRU and LSTM with 16-bit weights from batch 4, the fewest units per
-// CTA that fit the SMs, the batch chunk of 8 up to B = 8 and of 16 beyond; never for fp32 weights, vanilla
-// cells, layers no shape holds, or with tensor cores turned off. The backward keeps the FMA
-// shape of the same tiling.
+// The tensor-core kernels: GRU and LSTM with 16-bit weights from batch 4, the fewest units per
+// CTA that fit the SMs, the batch chunk of 8 up to B = 8 and of 16 beyond; never for fp32
+// weights, vanilla cells, layers no shape holds, or with tensor cores turned off. The backward
+// data on them too up to kTensorCoreBackwardMaxBatch (or unless the knob says forward only),
+// else on the FMA shape of the same tiling.
 TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
   using persistent::kTensorCoreShapes;
   const persistent::Tiling lstm = persistent::tile(4, 1152, 4, 132, DType::BF16);
@@ -125,15 +126,34 @@ TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
   EXPECT_EQ(kTensorCoreShapes[lstm.tensor_core].n_tiles, 1);
   EXPECT_EQ(kTensorCoreShapes[lstm.tensor_core].storage, DType::BF16);
   EXPECT_EQ(lstm.tensor_core_ctas, 128);
-  // h [2, 4, 1152] fp32 and one arrival counter (one chunk), after the records.
-  EXPECT_EQ(lstm.tensor_core_exchange_bytes, 2u * 4 * 1152 * 4 + 8);
+  EXPECT_TRUE(lstm.tensor_core_backward);
+  // One arrival counter (one chunk, padded to 16 bytes), then the larger of the forward's h
+  // [2, 4, 1152] and the backward's partial products [2, 1 chunk, 128 CTAs, 1152, 8], fp32.
+  EXPECT_EQ(lstm.tensor_core_exchange_bytes, 16u + 2u * 128 * 1152 * 8 * 4);
   EXPECT_EQ(lstm.tensor_core_smem_bytes,
             persistent::tensor_core_smem_bytes(kTensorCoreShapes[lstm.tensor_core]));
   EXPECT_GE(lstm.shape, 0);  // the backward's FMA shape
   EXPECT_TRUE(persistent::kShapes[lstm.shape].staged);
-  EXPECT_NE(lstm.reason.find("forward on tensor cores: 128 CTAs"), std::string::npos)
+  EXPECT_NE(lstm.reason.find("forward and backward on tensor cores: 128 CTAs"), std::string::npos)
       << lstm.reason;
-  EXPECT_NE(lstm.reason.find("backward: 128 CTAs"), std::string::npos) << lstm.reason;
+  // Forward only (the knob, or a batch past the backward's bound): the backward's FMA shape is
+  // named, and the exchange holds the forward's h alone.
+  using persistent::TensorCores;
+  const persistent::Tiling forward_only = persistent::tile(4, 1152, 4, 132, DType::BF16,
+                                                           TensorCores::Forward);
+  ASSERT_GE(forward_only.tensor_core, 0);
+  EXPECT_FALSE(forward_only.tensor_core_backward);
+  EXPECT_EQ(forward_only.tensor_core_exchange_bytes, 16u + 2u * 4 * 1152 * 4);
+  EXPECT_NE(forward_only.reason.find("forward on tensor cores: 128 CTAs"), std::string::npos)
+      << forward_only.reason;
+  EXPECT_NE(forward_only.reason.find("backward: 128 CTAs"), std::string::npos)
+      << forward_only.reason;
+  const persistent::Tiling big = persistent::tile(
+      4, 1152, persistent::kTensorCoreBackwardMaxBatch + 1, 132, DType::BF16);
+  ASSERT_GE(big.tensor_core, 0);
+  EXPECT_FALSE(big.tensor_core_backward);
+  EXPECT_TRUE(persistent::tile(4, 1152, persistent::kTensorCoreBackwardMaxBatch, 132, DType::BF16)
+                  .tensor_core_backward);
 
   // The batch chunk: 8 up to B = 8, then 16; the cell and the 16-bit type as asked.
   struct Pick {
@@ -168,7 +188,8 @@ TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
 
   EXPECT_EQ(persistent::tile(4, 1152, 4, 132, DType::F32).tensor_core, -1);   // fp32
   EXPECT_EQ(persistent::tile(1, 1152, 4, 132, DType::BF16).tensor_core, -1);  // vanilla
-  EXPECT_EQ(persistent::tile(4, 1152, 4, 132, DType::BF16, false).tensor_core, -1);  // off
+  EXPECT_EQ(persistent::tile(4, 1152, 4, 132, DType::BF16, TensorCores::Off).tensor_core,
+            -1);  // off
   EXPECT_EQ(persistent::tile(4, 1200, 4, 132, DType::BF16).tensor_core, -1);  // no shape holds it
   EXPECT_EQ(persistent::tile(4, 1152, 4, 100, DType::BF16).tensor_core, -1);  // too few SMs
   EXPECT_EQ(persistent::tile(4, 1152, persistent::kTensorCoreMinBatch - 1, 132, DType::BF16)
@@ -176,7 +197,8 @@ TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
             -1);  // small batches: the FMA forward is faster
 
   const PersistentPlan plan = plan_persistent(rnn(Cell::LSTM, 1152, DType::BF16), 4, h200());
-  EXPECT_NE(plan.kernel.find("forward on tensor cores"), std::string::npos) << plan.kernel;
+  EXPECT_NE(plan.kernel.find("forward and backward on tensor cores"), std::string::npos)
+      << plan.kernel;
 }
 
 TEST(Planner, RejectsBadInput) {

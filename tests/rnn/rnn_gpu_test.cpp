@@ -150,14 +150,17 @@ std::vector<RnnCase> cases() {
   return v;
 }
 
-// fma_forward: a 16-bit GRU / LSTM case run with PRNN_PERSISTENT_TENSOR_CORES=0, so that the
-// forward takes the FMA kernel's packed 16-bit shapes instead of the tensor-core kernel.
+// tensor_cores: the PRNN_PERSISTENT_TENSOR_CORES of the run. The 16-bit GRU / LSTM cases also run
+// with "0" (both passes on the FMA kernel's packed 16-bit shapes) and "forward" (the tensor-core
+// forward, then the FMA backward: the path of batches above kTensorCoreBackwardMaxBatch), so that
+// every kernel keeps its cases.
 struct GpuCase {
   RnnAlgo algo = RnnAlgo::Persistent;
   RnnCase c;
-  bool fma_forward = false;
+  std::string tensor_cores = "1";
   std::string name() const {
-    return std::string(to_string(algo)) + (fma_forward ? "_fmaforward_" : "_") + c.name();
+    const char* variant = tensor_cores == "0" ? "_fma_" : tensor_cores == "forward" ? "_tcforward_" : "_";
+    return std::string(to_string(algo)) + variant + c.name();
   }
 };
 inline void PrintTo(const GpuCase& g, std::ostream* os) { *os << g.name(); }
@@ -168,7 +171,7 @@ std::vector<GpuCase> gpu_cases() {
     for (const RnnCase& c : cases()) v.push_back({algo, c});
   for (const RnnCase& c : cases())
     if (c.dtype != DType::F32 && (c.cell == Cell::GRU || c.cell == Cell::LSTM))
-      v.push_back({RnnAlgo::Persistent, c, true});
+      for (const char* knob : {"0", "forward"}) v.push_back({RnnAlgo::Persistent, c, knob});
   return v;
 }
 
@@ -202,8 +205,8 @@ const RnnData& reference_of(const RnnCase& c) {
     for (const RnnCase& rc : all) {
       const bool wanted = std::any_of(selected.begin(), selected.end(), [&](const std::string& n) {
         for (RnnAlgo algo : {RnnAlgo::Persistent, RnnAlgo::GemmPerStep})
-          for (bool fma : {false, true})
-            if (n == "MatchesReference/" + GpuCase{algo, rc, fma}.name()) return true;
+          for (const char* knob : {"1", "0", "forward"})
+            if (n == "MatchesReference/" + GpuCase{algo, rc, knob}.name()) return true;
         return false;
       });
       if (!wanted) continue;
@@ -353,7 +356,7 @@ TEST_P(RnnGpu, MatchesReference) {
   const RnnCase& c = GetParam().c;
   const RnnData& s = reference_of(c);
 
-  const EnvScope tensor_cores("PRNN_PERSISTENT_TENSOR_CORES", GetParam().fma_forward ? "0" : "1");
+  const EnvScope tensor_cores("PRNN_PERSISTENT_TENSOR_CORES", GetParam().tensor_cores.c_str());
   Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), GetParam().algo);
   ASSERT_EQ(rnn.algo(), GetParam().algo) << rnn.reason();
   const Inputs in = upload_inputs(s, c.dtype);
@@ -464,8 +467,9 @@ std::string grid_name(const ::testing::TestParamInfo<GridCase>& info) {
 INSTANTIATE_TEST_SUITE_P(Issue, RnnGrid, ::testing::ValuesIn(grid()), grid_name);
 
 // A CTA stalled past the wait bound: the others time out, every CTA leaves, check() throws
-// RuntimeError; a new Rnn on the same GPU then runs correctly. Once for the FMA kernel (tanh,
-// fp32) and once for the tensor-core forward (LSTM, bf16: H = 1152, the largest shape).
+// RuntimeError, for the forward and then the backward data; a new Rnn on the same GPU then runs
+// correctly. Once for the FMA kernels (tanh, fp32) and once for the tensor-core kernels (LSTM,
+// bf16: H = 1152, the largest shape).
 TEST(RnnGpuSafety, StalledCtaBecomesRuntimeError) {
   ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
   const RnnCase cases[] = {{Cell::Tanh, 64, 3, 5, 600, 1, false, true},
@@ -488,6 +492,16 @@ TEST(RnnGpuSafety, StalledCtaBecomesRuntimeError) {
       } catch (const RuntimeError& e) {
         EXPECT_NE(std::string(e.what()).find("50 ms"), std::string::npos) << e.what();
       }
+      const DevTensor dy = upload(s.dy, c.dtype);
+      DevTensor dx = poisoned(c.x_size(), c.dtype);
+      rnn.backward_data(params.view(c.param_shape()), dy.view(c.y_shape()), {}, {},
+                        dx.view(c.x_shape()), {}, {});
+      try {
+        rnn.check();
+        ADD_FAILURE() << "expected RuntimeError from the backward";
+      } catch (const RuntimeError& e) {
+        EXPECT_NE(std::string(e.what()).find("50 ms"), std::string::npos) << e.what();
+      }
     }
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), RnnAlgo::Persistent);
@@ -506,7 +520,8 @@ TEST(RnnGpuSafety, MalformedKnobIsInvalidArgument) {
   ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
   const RnnCase c{Cell::ReLU, 4, 2, 3, 8, 1, false, true};
   const std::pair<const char*, const char*> knobs[] = {{"PRNN_PERSISTENT_STALL", "1:x"},
-                                                      {"PRNN_PERSISTENT_TENSOR_CORES", "2"}};
+                                                      {"PRNN_PERSISTENT_TENSOR_CORES", "2"},
+                                                      {"PRNN_PERSISTENT_TENSOR_CORES", "fwd"}};
   for (const auto& [name, value] : knobs) {
     const EnvScope knob(name, value);
     try {
