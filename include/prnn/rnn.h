@@ -106,10 +106,14 @@ std::int64_t rnn_param_count(const RnnDesc& desc);
 //   Reference    the CPU reference (src/reference/rnn.h), host tensors, f32 or f64.
 //   Auto         host tensors: Reference; device tensors: Persistent when it can run the
 //                problem, else GemmPerStep; reason() says which and why.
-// Device dtypes: f32, and f16 / bf16 tensors (weights, data and states alike) with fp32 math: the
-// 16-bit tensors are converted to fp32 on the way in and rounded (to nearest even) on the way
-// out; on chip the persistent kernels hold the weights as two 16-bit values per register where
-// a packed shape exists (GRU and LSTM at 9 units per SM), else in fp32.
+// Device dtypes: f32, and f16 / bf16 tensors (weights, data and states alike) with fp32
+// accumulation: the 16-bit tensors are converted to fp32 on the way in and rounded (to nearest
+// even) on the way out. For them the GEMMs over all timesteps run on TF32 tensor cores (the
+// 16-bit inputs and weights exact, fp32 operands such as a lower layer's h and the gate gradients
+// rounded to TF32), and the persistent GRU / LSTM kernels from batch 4 on 16-bit mma fragments
+// (W_hh exact; h and the gate gradients as two 16-bit halves, about 2^-16 relative); otherwise
+// the persistent kernels hold the weights as two 16-bit values per register where a packed shape
+// exists (GRU and LSTM at 9 units per SM), else in fp32.
 enum class RnnAlgo : std::uint8_t { Auto, Persistent, GemmPerStep, Reference };
 
 const char* to_string(RnnAlgo a);

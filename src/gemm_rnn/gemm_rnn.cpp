@@ -35,18 +35,30 @@ Activation activation_of(Cell cell) {
   return Activation::ReLU;  // unused by the gated cells
 }
 
-// Row-major C[M, N] = op(A)[M, K] · op(B)[K, N] + beta·C in fp32; lda, ldb, ldc are the row
-// strides of the stored matrices (A is [M, K], or [K, M] when transposed). cuBLAS is
+// How a GEMM multiplies: fp32 (the handle's PEDANTIC math), or TF32 tensor cores with fp32
+// accumulation (the all-timestep GEMMs of 16-bit layers, see gemm_rnn.h).
+enum class GemmMath : std::uint8_t { Fp32, Tf32 };
+
+// Row-major C[M, N] = op(A)[M, K] · op(B)[K, N] + beta·C, fp32 in and out; lda, ldb, ldc are the
+// row strides of the stored matrices (A is [M, K], or [K, M] when transposed). cuBLAS is
 // column-major, so this computes Cᵀ = op(B)ᵀ · op(A)ᵀ.
 void gemm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
           const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
-          std::int64_t ldc) {
+          std::int64_t ldc, GemmMath math = GemmMath::Fp32) {
   PRNN_ASSERT(M > 0 && N > 0 && K > 0);
   const float one = 1.0f;
+  if (math == GemmMath::Tf32) PRNN_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH));
   PRNN_CUBLAS_CHECK(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                                 static_cast<int>(N), static_cast<int>(M), static_cast<int>(K),
                                 &one, B, static_cast<int>(ldb), A, static_cast<int>(lda), &beta, C,
                                 static_cast<int>(ldc)));
+  if (math == GemmMath::Tf32) PRNN_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
+}
+
+// The GEMMs over all timesteps (input projection, d(in), dW_ih, dW_hh): TF32 for 16-bit layers,
+// whose inputs and weights TF32 holds exactly; fp32 otherwise.
+GemmMath all_steps_math(const RnnDesc& desc) {
+  return desc.weight_dtype == DType::F32 ? GemmMath::Fp32 : GemmMath::Tf32;
 }
 
 }  // namespace
@@ -312,7 +324,8 @@ void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
     for (int d = 0; d < D_; ++d) {
       const RnnParamOffsets& o = offsets(l, d);
       float* P = pre(l, d);  // [T, B, GH]
-      gemm(h, false, true, T_ * B_, GH_, I, in, I, a.params + o.w_ih, I, 0.0f, P, GH_);
+      gemm(h, false, true, T_ * B_, GH_, I, in, I, a.params + o.w_ih, I, 0.0f, P, GH_,
+           all_steps_math(desc_));
       // The gated cells' initial state the backward needs: LSTM c0, GRU h0 (zeros if absent).
       const float* user_init = lstm_ ? a.c0 : gru_ ? a.h0 : nullptr;
       if (lstm_ || gru_) {
@@ -545,7 +558,7 @@ void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
     if (din != nullptr)
       for (int d = 0; d < D_; ++d)
         gemm(h, false, false, T_ * B_, I, GH_, dpre(l, d), GH_, a.params + offsets(l, d).w_ih, I,
-             d == 0 && !residual ? 0.0f : 1.0f, din, I);
+             d == 0 && !residual ? 0.0f : 1.0f, din, I, all_steps_math(desc_));
     dout = din;
   }
 }
@@ -618,14 +631,16 @@ void GemmRnn::backward_weights(const BackwardWeightsArgs& a, cudaStream_t stream
       const float* dP = dpre(l, d);
       const float* dQ = dpre_h(l, d);
       float* dW_hh = a.dparams + o.w_hh;
-      gemm(h, true, false, GH_, I, TB, dP, GH_, in, I, 0.0f, a.dparams + o.w_ih, I);
+      gemm(h, true, false, GH_, I, TB, dP, GH_, in, I, 0.0f, a.dparams + o.w_ih, I,
+           all_steps_math(desc_));
       // dW_hh = Σ_t dQ[t]ᵀ · h_{t-1}: the step at time t follows time t-1 (forward) or t+1
       // (reverse), whose output is a row block of Y; the first step's h_{t-1} is h0.
       float beta = 0.0f;
       if (T_ > 1) {
         const float* dQ_rows = d == 0 ? dQ + BGH : dQ;                    // t = 1..T-1 | 0..T-2
         const float* h_rows = (d == 0 ? Y : Y + B_ * DH) + d * H_;        // t = 0..T-2 | 1..T-1
-        gemm(h, true, false, GH_, H_, (T_ - 1) * B_, dQ_rows, GH_, h_rows, DH, 0.0f, dW_hh, H_);
+        gemm(h, true, false, GH_, H_, (T_ - 1) * B_, dQ_rows, GH_, h_rows, DH, 0.0f, dW_hh, H_,
+             all_steps_math(desc_));
         beta = 1.0f;
       }
       if (a.h0 != nullptr) {

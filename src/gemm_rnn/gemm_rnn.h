@@ -35,7 +35,11 @@
 // Workspace: cuBLAS's, [B, H] for dQ[t+1] · W_hh, [B, H] for the carry (gated cells), [B, H]
 // carry_h (vanilla, LSTM), ones, the lengths [B] (int32).
 // cuBLAS: PEDANTIC math (fp32, no TF32), its workspace owned here (set after every
-// cublasSetStream), so neither calls nor captures allocate.
+// cublasSetStream), so neither calls nor captures allocate. 16-bit layers (f16 / bf16 weights,
+// run on fp32 copies) take TF32 tensor cores with fp32 accumulation for the GEMMs over all
+// timesteps (P = in · W_ihᵀ, d(in), dW_ih, dW_hh): the 16-bit inputs and weights are exact in
+// TF32, the fp32 operands (a lower layer's h, dP, dQ) are rounded to it (2^-11 relative); the
+// per-step GEMMs of the recurrence and dh0 stay fp32.
 #pragma once
 
 #include <cuda_runtime.h>

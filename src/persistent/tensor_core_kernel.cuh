@@ -342,6 +342,9 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
   constexpr int kNB = 8 * NT;                      // batch chunk
   constexpr int kStride = kKT * 16 + kStagePad;    // staged dQ row (16-bit elements)
   static_assert(kNB * R <= kTensorCoreThreads, "one finisher per unit and batch element");
+  // Loads a summing lane has in flight: at B ≤ 4 and 128 CTAs, 16 lanes per sum, all 8 of a
+  // lane's loads in one round trip.
+  constexpr int kSumLoads = 8;
 
   __shared__ __align__(16) unsigned short s_dq[2][kNB][kStride];  // hi, lo
   __shared__ float4 s_sum[R * kNB / 4];  // dh's matrix part per (unit, 4 batch elements)
@@ -434,17 +437,17 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
         float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (item < items && row0 + item % R < H) {
           const float* at = x + static_cast<std::int64_t>(row0 + item % R) * kNB + item / R * 4;
-          for (int k = sub; k < static_cast<int>(ctas); k += kStageBatch * lanes) {
-            float4 v[kStageBatch];
+          for (int k = sub; k < static_cast<int>(ctas); k += kSumLoads * lanes) {
+            float4 v[kSumLoads];
 #pragma unroll
-            for (int i = 0; i < kStageBatch; ++i) {
+            for (int i = 0; i < kSumLoads; ++i) {
               const int kk = k + i * lanes;
               v[i] = kk < static_cast<int>(ctas)
                          ? __ldcg(reinterpret_cast<const float4*>(at + kk * per_cta))
                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
 #pragma unroll
-            for (int i = 0; i < kStageBatch; ++i) {
+            for (int i = 0; i < kSumLoads; ++i) {
               acc.x += v[i].x;
               acc.y += v[i].y;
               acc.z += v[i].z;
