@@ -114,6 +114,15 @@ __device__ __forceinline__ void stall_if_asked(const Params& p, int s) {
   }
 }
 
+// At the start of a launch, thread 0: this launch's epoch (set by the last one) into s_epoch, and
+// no abort yet. The caller synchronizes the CTA before reading them.
+__device__ __forceinline__ void begin_launch(const Params& p, unsigned* s_epoch, int* s_abort) {
+  if (threadIdx.x == 0) {
+    *s_epoch = *static_cast<volatile unsigned*>(p.control + kEpoch);
+    *s_abort = 0;
+  }
+}
+
 // Thread 0 of every CTA, at the end of a launch: the last CTA to finish advances the epoch past
 // this launch's tags (never through 0, the tag of a zeroed record) and clears the abort flag for
 // the next launch. Returns whether this CTA was the last (every other CTA has left its loop).

@@ -184,10 +184,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
       }
     }
   }
-  if (tid == 0) {
-    s_epoch = *static_cast<volatile unsigned*>(p.control + kEpoch);  // set by the last launch
-    s_abort = 0;
-  }
+  begin_launch(p, &s_epoch, &s_abort);
   __syncthreads();
   const unsigned epoch = s_epoch;
 

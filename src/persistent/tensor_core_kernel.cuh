@@ -47,6 +47,16 @@ __device__ __forceinline__ void split16(float x, unsigned short& hi, unsigned sh
   }
 }
 
+// One m16n8k16 A fragment (16-bit, exact): rows m and m + 8, columns k, k + 1, k + 8, k + 9 of
+// the matrix `at` gives, in the mma's register order.
+template <DType WS, class At>
+__device__ __forceinline__ void load_a_fragment(unsigned (&a)[4], const At& at, int m, int k) {
+  a[0] = pack16<WS>(at(m, k), at(m, k + 1));
+  a[1] = pack16<WS>(at(m + 8, k), at(m + 8, k + 1));
+  a[2] = pack16<WS>(at(m, k + 8), at(m, k + 9));
+  a[3] = pack16<WS>(at(m + 8, k + 8), at(m + 8, k + 9));
+}
+
 // The tensor-core part of the exchange (tiling.h): after the FMA kernels' records, the arrival
 // counters (one per batch chunk of 8·NT), then the data.
 struct TensorCoreExchange {
@@ -155,18 +165,10 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-    for (int kt = 0; kt < KT; ++kt) {
-      const int r = mt * 16 + grp, k = (warp * KT + kt) * 16 + 2 * tig;
-      rA[mt][kt][0] = pack16<WS>(weight(r, k), weight(r, k + 1));
-      rA[mt][kt][1] = pack16<WS>(weight(r + 8, k), weight(r + 8, k + 1));
-      rA[mt][kt][2] = pack16<WS>(weight(r, k + 8), weight(r, k + 9));
-      rA[mt][kt][3] = pack16<WS>(weight(r + 8, k + 8), weight(r + 8, k + 9));
-    }
+    for (int kt = 0; kt < KT; ++kt)
+      load_a_fragment<WS>(rA[mt][kt], weight, mt * 16 + grp, (warp * KT + kt) * 16 + 2 * tig);
   for (int i = tid; i < 2 * kNB * kStride; i += kTensorCoreThreads) s_stage[i] = 0;
-  if (tid == 0) {
-    s_epoch = *static_cast<volatile unsigned*>(p.control + kEpoch);  // set by the last launch
-    s_abort = 0;
-  }
+  begin_launch(p, &s_epoch, &s_abort);
   __syncthreads();
   const unsigned epoch = s_epoch;
 
@@ -368,19 +370,11 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 #pragma unroll
   for (int mt = 0; mt < KT; ++mt)
 #pragma unroll
-    for (int kt = 0; kt < kKT; ++kt) {
-      const int m = (warp * KT + mt) * 16 + grp, r = kt * 16 + 2 * tig;
-      rA[mt][kt][0] = pack16<WS>(weight(m, r), weight(m, r + 1));
-      rA[mt][kt][1] = pack16<WS>(weight(m + 8, r), weight(m + 8, r + 1));
-      rA[mt][kt][2] = pack16<WS>(weight(m, r + 8), weight(m, r + 9));
-      rA[mt][kt][3] = pack16<WS>(weight(m + 8, r + 8), weight(m + 8, r + 9));
-    }
+    for (int kt = 0; kt < kKT; ++kt)
+      load_a_fragment<WS>(rA[mt][kt], weight, (warp * KT + mt) * 16 + grp, kt * 16 + 2 * tig);
   // Rows past NG·R stay zero (the fragments' zeros times them must not make NaN).
   for (int i = tid; i < 2 * kNB * kStride; i += kTensorCoreThreads) (&s_dq[0][0][0])[i] = 0;
-  if (tid == 0) {
-    s_epoch = *static_cast<volatile unsigned*>(p.control + kEpoch);  // set by the last launch
-    s_abort = 0;
-  }
+  begin_launch(p, &s_epoch, &s_abort);
   __syncthreads();
   const unsigned epoch = s_epoch;
 
