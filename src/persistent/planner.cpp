@@ -45,10 +45,10 @@ void pick_tensor_core(Tiling& t, std::int64_t hidden, std::int64_t batch, int sm
       t.tensor_core_ctas, kTensorCoreThreads, s.rows, t.gates * s.rows, to_string(s.storage),
       4 * m_tiles * s.k_tiles, 8 * s.n_tiles);
   t.reason = t.tensor_core_backward
-                 ? fmt::format("forward and backward on tensor cores: {}; the backward's W_hhᵀ "
-                               "fragments {} registers per thread, partial products of all "
-                               "{} units exchanged",
-                               forward, 4 * m_tiles * s.k_tiles, hidden)
+                 ? fmt::format("forward and backward on tensor cores: {}; the backward holds "
+                               "the same rows transposed and exchanges partial products of all "
+                               "{} units",
+                               forward, hidden)
                  : fmt::format("forward on tensor cores: {}; backward: {}", forward, t.reason);
 }
 

@@ -47,6 +47,15 @@ __device__ __forceinline__ void split16(float x, unsigned short& hi, unsigned sh
   }
 }
 
+// W_hh [NG·H, H] at (CTA row r, column col) of the CTA whose first unit is row0: CTA row
+// r = q·R + j is gate q of unit row0 + j; 0 past the NG·R rows, past column H and for units past H.
+template <int NG, int R>
+__device__ __forceinline__ float cta_weight(const Params& p, int H, int row0, int r, int col) {
+  if (r >= NG * R || col >= H) return 0.0f;
+  const int q = r / R, unit = row0 + r % R;
+  return unit < H ? p.w[(static_cast<std::int64_t>(q) * H + unit) * H + col] : 0.0f;
+}
+
 // One m16n8k16 A fragment (16-bit, exact): rows m and m + 8, columns k, k + 1, k + 8, k + 9 of
 // the matrix `at` gives, in the mma's register order.
 template <DType WS, class At>
@@ -156,11 +165,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 
   // ---- W_hh rows as A fragments: a[mt][kt] = rows mt·16 + {grp, grp + 8}, columns
   //      (warp·KT + kt)·16 + {2·tig, 2·tig + 1, 2·tig + 8, 2·tig + 9} -----------------------------
-  const auto weight = [&](int r, int col) -> float {
-    if (r >= kRowsCta || col >= H) return 0.0f;
-    const int q = r / R, unit = row0 + r % R;
-    return unit < H ? p.w[(static_cast<std::int64_t>(q) * H + unit) * H + col] : 0.0f;
-  };
+  const auto weight = [&](int r, int col) { return cta_weight<NG, R>(p, H, row0, r, col); };
   unsigned rA[kMT][KT][4];
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
@@ -361,11 +366,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
   // ---- W_hh's rows of the CTA, transposed, as A fragments: a[mt][kt] = units
   //      (warp·KT + mt)·16 + {grp, grp + 8}, CTA rows kt·16 + {2·tig, 2·tig + 1, 2·tig + 8,
   //      2·tig + 9} --------------------------------------------------------------------------
-  const auto weight = [&](int m, int r) -> float {
-    if (r >= kRowsCta || m >= H) return 0.0f;
-    const int q = r / R, unit = row0 + r % R;
-    return unit < H ? p.w[(static_cast<std::int64_t>(q) * H + unit) * H + m] : 0.0f;
-  };
+  const auto weight = [&](int m, int r) { return cta_weight<NG, R>(p, H, row0, r, m); };
   unsigned rA[KT][kKT][4];
 #pragma unroll
   for (int mt = 0; mt < KT; ++mt)
