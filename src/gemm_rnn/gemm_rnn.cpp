@@ -127,7 +127,7 @@ std::string can_implement_persistent(const RnnDesc& desc, std::int64_t steps, st
   const persistent::Tiling t =
       persistent::tile(gate_count(desc.cell), desc.hidden_size, batch, info.sm_count,
                        desc.weight_dtype, PersistentKnobs::from_environment().tensor_cores);
-  if (t.shape < 0) return t.reason;
+  if (!t.runs()) return t.reason;
   for (persistent::Pass pass : {persistent::Pass::Forward, persistent::Pass::BackwardData})
     if (std::string why = persistent::prepare(pass, t, device); !why.empty()) return why;
   return {};
@@ -249,7 +249,7 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
     knobs_ = PersistentKnobs::from_environment();
     tiling_ = persistent::tile(gate_count(desc.cell), H_, B_, device_info(device).sm_count,
                                desc.weight_dtype, knobs_.tensor_cores);
-    PRNN_ASSERT(tiling_.shape >= 0);  // can_implement_persistent said so
+    PRNN_ASSERT(tiling_.runs());  // can_implement_persistent said so
     exchange_ = DeviceBuffer(persistent::exchange_bytes(tiling_, B_));
     PRNN_CUDA_CHECK(cudaMemset(exchange_.data(), 0, exchange_.bytes()));
     const unsigned control[persistent::kControlWords] = {0, 1, 0, 0};  // epoch 1: tags never 0

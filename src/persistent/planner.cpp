@@ -15,41 +15,57 @@ namespace persistent {
 namespace {
 
 // The tensor-core shape for t's layer, if one holds it (tiling.h): the forward, and the backward
-// data where `backward` and the batch allow; its description goes before the FMA shape's, which
-// then names the backward when that stays on the FMA kernel.
+// data where `backward` and the batch allow. With an FMA shape in t (fma), tensor cores from
+// kTensorCoreMinBatch on and their description goes before the FMA shape's, which then names the
+// backward when that stays on the FMA kernel; without one, at any batch, both passes or none.
 void pick_tensor_core(Tiling& t, std::int64_t hidden, std::int64_t batch, int sm_count,
                       DType weights, bool backward) {
-  if (batch < kTensorCoreMinBatch) return;
-  const int n_tiles = batch <= 8 ? 1 : 2;
+  const bool fma = t.shape >= 0;
+  if (fma && batch < kTensorCoreMinBatch) return;
+  const int n_tiles = batch <= 8 ? 1 : 2;  // wanted; shapes with only the chunk of 8 loop over it
   int best = -1;
   for (int i = 0; i < kTensorCoreShapeCount; ++i) {
     const TensorCoreShape& s = kTensorCoreShapes[i];
-    if (s.gates != t.gates || s.storage != weights || s.n_tiles != n_tiles) continue;
+    if (s.gates != t.gates || s.storage != weights || s.n_tiles > n_tiles) continue;
     if ((hidden + s.rows - 1) / s.rows > sm_count ||
         hidden > std::int64_t{kTensorCoreWarps} * s.k_tiles * 16)
       continue;
-    if (best < 0 || s.rows < kTensorCoreShapes[best].rows) best = i;
+    const TensorCoreShape* b = best < 0 ? nullptr : &kTensorCoreShapes[best];
+    if (b == nullptr || s.rows < b->rows || (s.rows == b->rows && s.n_tiles > b->n_tiles))
+      best = i;
   }
   if (best < 0) return;
   const TensorCoreShape& s = kTensorCoreShapes[best];
-  t.tensor_core = best;
-  t.tensor_core_backward = backward && batch <= kTensorCoreBackwardMaxBatch;
-  t.tensor_core_ctas = static_cast<int>((hidden + s.rows - 1) / s.rows);
-  t.tensor_core_smem_bytes = tensor_core_smem_bytes(s);
-  t.tensor_core_exchange_bytes =
-      tensor_core_exchange_bytes(s, hidden, batch, t.tensor_core_backward);
+  const bool both = backward && batch <= kTensorCoreBackwardMaxBatch;
   const int m_tiles = (t.gates * s.rows + 15) / 16;
   const std::string forward = fmt::format(
       "{} CTAs x {} threads, {} hidden units ({} gate rows) per CTA, W_hh as {} mma fragments "
-      "({} registers per thread), batch in chunks of {}",
-      t.tensor_core_ctas, kTensorCoreThreads, s.rows, t.gates * s.rows, to_string(s.storage),
-      4 * m_tiles * s.k_tiles, 8 * s.n_tiles);
-  t.reason = t.tensor_core_backward
-                 ? fmt::format("forward and backward on tensor cores: {}; the backward holds "
-                               "the same rows transposed and exchanges partial products of all "
-                               "{} units",
-                               forward, hidden)
-                 : fmt::format("forward on tensor cores: {}; backward: {}", forward, t.reason);
+      "({} registers per thread{}), batch in chunks of {}",
+      (hidden + s.rows - 1) / s.rows, kTensorCoreThreads, s.rows, t.gates * s.rows,
+      to_string(s.storage), 4 * m_tiles * (s.k_tiles - s.smem_tiles),
+      s.smem_tiles == 0 ? std::string()
+                        : fmt::format(", {:.0f} KiB in shared memory",
+                                      static_cast<double>(tensor_core_fragment_bytes(s)) / 1024.0),
+      8 * s.n_tiles);
+  if (!fma && !both) {
+    t.reason = fmt::format(
+        "H={} needs more than the FMA kernel shapes hold in registers on {} SMs; the tensor-core "
+        "shape that holds it ({}) runs only with both passes on tensor cores: batch <= {} and "
+        "PRNN_PERSISTENT_TENSOR_CORES=1, got batch {}{}",
+        hidden, sm_count, forward, kTensorCoreBackwardMaxBatch, batch,
+        backward ? "" : " and the backward turned off");
+    return;
+  }
+  t.tensor_core = best;
+  t.tensor_core_backward = both;
+  t.tensor_core_ctas = static_cast<int>((hidden + s.rows - 1) / s.rows);
+  t.tensor_core_smem_bytes = tensor_core_smem_bytes(s);
+  t.tensor_core_exchange_bytes = tensor_core_exchange_bytes(s, hidden, batch, both);
+  t.reason = both ? fmt::format("forward and backward on tensor cores: {}; the backward holds "
+                                "the same rows transposed and exchanges partial products of all "
+                                "{} units",
+                                forward, hidden)
+                  : fmt::format("forward on tensor cores: {}; backward: {}", forward, t.reason);
 }
 
 }  // namespace
@@ -112,22 +128,30 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
         t.ctas, t.threads, t.rows, gates * t.rows,
         (s.staged ? 1 : gates) * t.rows * kUnitsPerRecord * t.groups, to_string(t.storage),
         t.batch_chunk, s.staged ? ", records staged in shared memory" : "");
-    if (tensor_cores != TensorCores::Off)
-      pick_tensor_core(t, hidden, batch, sm_count, weights,
-                       tensor_cores == TensorCores::ForwardBackward);
-    return t;
+  } else {
+    std::int64_t max_hidden = 0;  // the largest H any FMA shape of this cell holds
+    for (const KernelShape& s : kShapes)
+      if (s.gates == gates && (s.storage == DType::F32 || s.storage == weights))
+        max_hidden = std::max(max_hidden,
+                              std::min<std::int64_t>(std::int64_t{s.rows} * sm_count,
+                                                     std::int64_t{s.max_threads} /
+                                                         (s.staged ? gates : 1) * s.groups *
+                                                         kUnitsPerRecord));
+    const bool sixteen = weights == DType::BF16 || weights == DType::F16;
+    t.reason = fmt::format(
+        "H={} needs more than the largest {}-gate kernel shape holds in registers on {} SMs "
+        "(H <= {}){}",
+        hidden, gates, sm_count, max_hidden,
+        gates == 1     ? "; vanilla cells have no shape with W_hh partly in shared memory"
+        : !sixteen     ? "; fp32 weights have no tensor-core shape (16-bit weights reach H = 2048)"
+        : tensor_cores == TensorCores::Off
+            ? "; PRNN_PERSISTENT_TENSOR_CORES=0 turns off the tensor-core shapes, which hold "
+              "16-bit GRU / LSTM up to H = 2048"
+            : "; no tensor-core shape holds it on this GPU either");
   }
-  std::int64_t max_hidden = 0;  // the largest H any shape of this cell holds
-  for (const KernelShape& s : kShapes)
-    if (s.gates == gates && (s.storage == DType::F32 || s.storage == weights))
-      max_hidden = std::max(
-          max_hidden, std::min<std::int64_t>(std::int64_t{s.rows} * sm_count,
-                                             std::int64_t{s.max_threads} / (s.staged ? gates : 1) *
-                                                 s.groups * kUnitsPerRecord));
-  t.reason = fmt::format(
-      "H={} needs more than the largest {}-gate kernel shape holds in registers on {} SMs "
-      "(H <= {}); shared-memory spilling is not implemented yet",
-      hidden, gates, sm_count, max_hidden);
+  if (tensor_cores != TensorCores::Off && gates != 1)
+    pick_tensor_core(t, hidden, batch, sm_count, weights,
+                     tensor_cores == TensorCores::ForwardBackward);
   return t;
 }
 
@@ -162,13 +186,15 @@ PersistentPlan plan_persistent(const RnnDesc& desc, std::int64_t batch, const De
   // Layers the kernels exist for are planned with the kernels' own tiling (tiling.h).
   const persistent::Tiling kernel_tiling = persistent::tile(
       static_cast<int>(G), H, batch, dev.sm_count, desc.weight_dtype);
+  p.kernel = kernel_tiling.reason;
   if (kernel_tiling.shape >= 0) {
     p.ctas = kernel_tiling.ctas;
     p.threads_per_cta = kernel_tiling.threads;
     p.units_per_cta = kernel_tiling.rows;
-    p.kernel = kernel_tiling.reason;
-  } else {
-    p.kernel = kernel_tiling.reason;
+  } else if (kernel_tiling.runs()) {  // on tensor cores alone
+    p.ctas = kernel_tiling.tensor_core_ctas;
+    p.threads_per_cta = persistent::kTensorCoreThreads;
+    p.units_per_cta = persistent::kTensorCoreShapes[kernel_tiling.tensor_core].rows;
   }
   p.rows_per_cta = G * p.units_per_cta;
   p.weight_bytes = G * H * H * elem;

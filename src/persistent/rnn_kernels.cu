@@ -460,9 +460,11 @@ template <int I, bool L, Pass P>
 constexpr KernelFn tensor_core_kernel_of() {
   constexpr TensorCoreShape s = kTensorCoreShapes[I];
   if constexpr (P == Pass::Forward)
-    return &tensor_core_forward_kernel<s.gates, s.rows, s.k_tiles, s.n_tiles, s.storage, L>;
+    return &tensor_core_forward_kernel<s.gates, s.rows, s.k_tiles, s.smem_tiles, s.n_tiles,
+                                      s.storage, L>;
   else
-    return &tensor_core_backward_kernel<s.gates, s.rows, s.k_tiles, s.n_tiles, s.storage, L>;
+    return &tensor_core_backward_kernel<s.gates, s.rows, s.k_tiles, s.smem_tiles, s.n_tiles,
+                                       s.storage, L>;
 }
 
 template <bool L, Pass P, std::size_t... I>
@@ -478,21 +480,22 @@ struct LaunchShape {
 };
 
 LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths) {
-  if (tiling.shape < 0 || tiling.shape >= kShapeCount)
-    throw InternalError("persistent kernel: no kernel shape (" + tiling.reason + ")");
   if (tiling.tensor_core >= 0 && (pass == Pass::Forward || tiling.tensor_core_backward)) {
     if (tiling.tensor_core >= kTensorCoreShapeCount)
       throw InternalError("persistent kernel: no tensor-core shape " +
                           std::to_string(tiling.tensor_core));
+    const TensorCoreShape& s = kTensorCoreShapes[tiling.tensor_core];
     const auto seq = std::make_index_sequence<kTensorCoreShapeCount>{};
-    if (pass == Pass::BackwardData)  // static shared memory only
+    if (pass == Pass::BackwardData)
       return {lengths ? pick_tensor_core<true, Pass::BackwardData>(tiling.tensor_core, seq)
                       : pick_tensor_core<false, Pass::BackwardData>(tiling.tensor_core, seq),
-              tiling.tensor_core_ctas, kTensorCoreThreads, 0};
+              tiling.tensor_core_ctas, kTensorCoreThreads, tensor_core_backward_smem_bytes(s)};
     return {lengths ? pick_tensor_core<true, Pass::Forward>(tiling.tensor_core, seq)
                     : pick_tensor_core<false, Pass::Forward>(tiling.tensor_core, seq),
             tiling.tensor_core_ctas, kTensorCoreThreads, tiling.tensor_core_smem_bytes};
   }
+  if (tiling.shape < 0 || tiling.shape >= kShapeCount)
+    throw InternalError("persistent kernel: no kernel shape (" + tiling.reason + ")");
   const auto seq = std::make_index_sequence<kShapeCount>{};
   KernelFn fn = nullptr;
   if (lengths)
@@ -512,12 +515,20 @@ std::size_t exchange_bytes(const Tiling& tiling, std::int64_t batch) {
 }
 
 std::string prepare(Pass pass, const Tiling& tiling, int device) {
-  int cooperative = 0, sms = 0;
+  int cooperative = 0, sms = 0, smem_optin = 0;
   PRNN_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
   PRNN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  PRNN_CUDA_CHECK(
+      cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   if (cooperative == 0) return "this GPU does not support cooperative launches";
   for (bool lengths : {false, true}) {  // both instantiations must fit
     const LaunchShape k = kernel_for(pass, tiling, lengths);
+    cudaFuncAttributes attr{};
+    PRNN_CUDA_CHECK(cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(k.fn)));
+    if (k.smem_bytes + attr.sharedSizeBytes > static_cast<std::size_t>(smem_optin))
+      return "the persistent kernel needs " +
+             std::to_string(k.smem_bytes + attr.sharedSizeBytes) +
+             " bytes of shared memory per CTA; this GPU allows " + std::to_string(smem_optin);
     if (k.smem_bytes > 0)  // staged and tensor-core shapes: allow the dynamic shared memory
       PRNN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -66,6 +66,23 @@ __device__ __forceinline__ void load_a_fragment(unsigned (&a)[4], const At& at, 
   a[3] = pack16<WS>(at(m + 8, k + 8), at(m + 8, k + 9));
 }
 
+// Fragment i of a warp's row of tiles (i a constant after unrolling): registers reg[i] for
+// i < KR, else the 16 bytes of this lane at smem (the tiles held in shared memory).
+template <int KR>
+__device__ __forceinline__ void fragment(unsigned (&a)[4], const unsigned (&reg)[KR][4],
+                                         const uint4* smem, int i) {
+  if (i < KR) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) a[j] = reg[i < KR ? i : 0][j];
+  } else {
+    const uint4 v = *smem;
+    a[0] = v.x;
+    a[1] = v.y;
+    a[2] = v.z;
+    a[3] = v.w;
+  }
+}
+
 // The tensor-core part of the exchange (tiling.h): after the FMA kernels' records, the arrival
 // counters (one per batch chunk of 8·NT), then the data.
 struct TensorCoreExchange {
@@ -124,8 +141,10 @@ __device__ __forceinline__ void end_tensor_core_launch(const Params& p, unsigned
 //           shared memory tensor_core_smem_bytes(). CTA k owns the units [k·R, k·R + R): the
 //           NG·R rows of W_hh, CTA row r = q·R + j being gate q of unit k·R + j, padded to kMT
 //           row tiles of 16.
-// On chip:  W_hh in registers as A fragments (16-bit, exact): warp w holds the k-tiles
-//           [w·KT, (w+1)·KT) of every row tile (zeros past H), 4·kMT·KT registers.
+// On chip:  W_hh as A fragments (16-bit, exact): warp w holds the k-tiles [w·KT, (w+1)·KT) of
+//           every row tile (zeros past H), the first KT − KS in registers (4·kMT·(KT − KS) of
+//           them), the last KS in shared memory after the staging ([warp][KS][kMT][lane], 16
+//           bytes a lane: one conflict-free 128-bit load per fragment and step).
 //           h_{t-1} of a batch chunk of up to 8·NT elements in shared memory as 16-bit hi and
 //           lo rows (h = hi + lo to about 2^-16 relative: two products per fragment keep the
 //           recurrence near fp32 accuracy with 16-bit weights), [8·NT][8·KT·16 + kStagePad] each.
@@ -141,19 +160,24 @@ __device__ __forceinline__ void end_tensor_core_launch(const Params& p, unsigned
 // Sync:     one arrival counter per chunk: the barrier and the exchange in one wait per step.
 // Limits:   H ≤ 8·KT·16 and ceil(H/R) ≤ SMs (tiling.h); B·NG·H < 2^31; the wait is bounded by
 //           timeout_ns.
-template <int NG, int R, int KT, int NT, DType WS, bool kLengths>
+template <int NG, int R, int KT, int KS, int NT, DType WS, bool kLengths>
 __global__ void __launch_bounds__(kTensorCoreThreads, 1)
     tensor_core_forward_kernel(const Params p) {
   static_assert(NG == 3 || NG == 4, "GRU or LSTM");
   static_assert(WS == DType::BF16 || WS == DType::F16, "16-bit weights");
+  static_assert(KS >= 0 && KS < KT, "at least one k-tile per warp in registers");
   constexpr int kRowsCta = NG * R;
   constexpr int kMT = (kRowsCta + 15) / 16;                        // row tiles
+  constexpr int kKR = KT - KS;                                     // k-tiles in registers
   constexpr int kNB = 8 * NT;                                      // batch chunk
   constexpr int kStride = kTensorCoreWarps * KT * 16 + kStagePad;  // staged row (16-bit elements)
 
-  extern __shared__ __align__(16) unsigned short s_stage[];  // hi [kNB][kStride], then lo
+  // hi [kNB][kStride], then lo, then the fragments held in shared memory (16-byte aligned: the
+  // staging is a multiple of 32 bytes).
+  extern __shared__ __align__(16) unsigned short s_stage[];
   unsigned short* s_hi = s_stage;
   unsigned short* s_lo = s_stage + kNB * kStride;
+  uint4* s_frag = reinterpret_cast<uint4*>(s_stage + 2 * kNB * kStride);
   __shared__ float s_red[kTensorCoreWarps][kMT * 16][kNB];  // the warps' partial sums
   __shared__ unsigned s_epoch;
   __shared__ int s_abort;
@@ -163,15 +187,22 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
   const int H = p.hidden, B = p.batch;
   const int row0 = static_cast<int>(blockIdx.x) * R;
 
-  // ---- W_hh rows as A fragments: a[mt][kt] = rows mt·16 + {grp, grp + 8}, columns
-  //      (warp·KT + kt)·16 + {2·tig, 2·tig + 1, 2·tig + 8, 2·tig + 9} -----------------------------
+  // ---- W_hh rows as A fragments: fragment (mt, kt) = rows mt·16 + {grp, grp + 8}, columns
+  //      (warp·KT + kt)·16 + {2·tig, 2·tig + 1, 2·tig + 8, 2·tig + 9}; kt < kKR in rA, the
+  //      rest in s_frag -----------------------------------------------------------------------
   const auto weight = [&](int r, int col) { return cta_weight<NG, R>(p, H, row0, r, col); };
-  unsigned rA[kMT][KT][4];
+  unsigned rA[kMT][kKR][4];
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-    for (int kt = 0; kt < KT; ++kt)
+    for (int kt = 0; kt < kKR; ++kt)
       load_a_fragment<WS>(rA[mt][kt], weight, mt * 16 + grp, (warp * KT + kt) * 16 + 2 * tig);
+  for (int ks = 0; ks < KS; ++ks)
+    for (int mt = 0; mt < kMT; ++mt) {
+      unsigned a[4];
+      load_a_fragment<WS>(a, weight, mt * 16 + grp, (warp * KT + kKR + ks) * 16 + 2 * tig);
+      s_frag[((warp * KS + ks) * kMT + mt) * 32 + lane] = make_uint4(a[0], a[1], a[2], a[3]);
+    }
   for (int i = tid; i < 2 * kNB * kStride; i += kTensorCoreThreads) s_stage[i] = 0;
   begin_launch(p, &s_epoch, &s_abort);
   __syncthreads();
@@ -264,6 +295,11 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 #pragma unroll
         for (int kt = 0; kt < KT; ++kt) {
           const int k = (warp * KT + kt) * 16 + 2 * tig;
+          unsigned a[kMT][4];  // the k-tile's fragments (kt is a constant here)
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt)
+            fragment<kKR>(a[mt], rA[mt], s_frag + ((warp * KS + kt - kKR) * kMT + mt) * 32 + lane,
+                          kt);
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
             const int row = (nt * 8 + grp) * kStride + k;  // batch element nt·8 + grp: column n
@@ -273,8 +309,8 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
             const unsigned bl1 = *reinterpret_cast<const unsigned*>(s_lo + row + 8);
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt) {
-              mma_16816<WS>(acc[mt][nt], rA[mt][kt], bh0, bh1);
-              mma_16816<WS>(acc[mt][nt], rA[mt][kt], bl0, bl1);
+              mma_16816<WS>(acc[mt][nt], a[mt], bh0, bh1);
+              mma_16816<WS>(acc[mt][nt], a[mt], bl0, bl1);
             }
           }
         }
@@ -321,10 +357,12 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 // Launch:   cooperative, ceil(H/R) CTAs (≤ one per SM) × kTensorCoreThreads (8 warps), static
 //           shared memory. CTA k owns the units [k·R, k·R + R) and finishes their backward step,
 //           so their dQ (NG·R rows, r = q·R + j: gate q of unit k·R + j) never leaves the CTA:
-//           what crosses the SMs is H values per batch element and CTA, not NG·H.
+//           what crosses the SMs is H values per batch element and CTA, not NG·H. Dynamic
+//           shared memory tensor_core_backward_smem_bytes(): the fragments held there.
 // On chip:  the CTA's rows of W_hh transposed as A fragments (16-bit, exact), A[m][r] =
 //           W_hh[row r][m]: warp w holds the m-tiles (16 units of dh) [w·KT, (w+1)·KT) over the
-//           rows padded to kKT k-tiles of 16 (zeros past them and past H), 4·KT·kKT registers.
+//           rows padded to kKT k-tiles of 16 (zeros past them and past H), the first KT − KS in
+//           registers (4·(KT − KS)·kKT), the last KS in shared memory ([warp][KS][kKT][lane]).
 //           The chunk's dQ in shared memory as 16-bit hi and lo (dQ = hi + lo to about 2^-16
 //           relative, as the forward's h), [8·NT][kKT·16 + kStagePad] each.
 // Per step and batch chunk:
@@ -339,13 +377,15 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 //           CTA arrived at step s - 1, which each did after reading X_{s-2}.
 // Limits:   H ≤ 8·KT·16 and ceil(H/R) ≤ SMs; B ≤ kTensorCoreBackwardMaxBatch (tiling.h: the
 //           planner's rule); B·NG·H < 2^31; the wait is bounded by timeout_ns.
-template <int NG, int R, int KT, int NT, DType WS, bool kLengths>
+template <int NG, int R, int KT, int KS, int NT, DType WS, bool kLengths>
 __global__ void __launch_bounds__(kTensorCoreThreads, 1)
     tensor_core_backward_kernel(const Params p) {
   static_assert(NG == 3 || NG == 4, "GRU or LSTM");
   static_assert(WS == DType::BF16 || WS == DType::F16, "16-bit weights");
+  static_assert(KS >= 0 && KS < KT, "at least one m-tile per warp in registers");
   constexpr int kRowsCta = NG * R;
   constexpr int kKT = (kRowsCta + 15) / 16;        // k-tiles over the CTA's rows
+  constexpr int kKR = KT - KS;                     // m-tiles in registers
   constexpr int kNB = 8 * NT;                      // batch chunk
   constexpr int kStride = kKT * 16 + kStagePad;    // staged dQ row (16-bit elements)
   static_assert(kNB * R <= kTensorCoreThreads, "one finisher per unit and batch element");
@@ -355,6 +395,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 
   __shared__ __align__(16) unsigned short s_dq[2][kNB][kStride];  // hi, lo
   __shared__ float4 s_sum[R * kNB / 4];  // dh's matrix part per (unit, 4 batch elements)
+  extern __shared__ uint4 s_frag_t[];     // the fragments held in shared memory
   __shared__ unsigned s_epoch;
   __shared__ int s_abort;
 
@@ -367,12 +408,18 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
   //      (warp·KT + mt)·16 + {grp, grp + 8}, CTA rows kt·16 + {2·tig, 2·tig + 1, 2·tig + 8,
   //      2·tig + 9} --------------------------------------------------------------------------
   const auto weight = [&](int m, int r) { return cta_weight<NG, R>(p, H, row0, r, m); };
-  unsigned rA[KT][kKT][4];
+  unsigned rA[kKT][kKR][4];  // [kt][mt]: fragment() takes a row of register tiles
 #pragma unroll
-  for (int mt = 0; mt < KT; ++mt)
+  for (int mt = 0; mt < kKR; ++mt)
 #pragma unroll
     for (int kt = 0; kt < kKT; ++kt)
-      load_a_fragment<WS>(rA[mt][kt], weight, (warp * KT + mt) * 16 + grp, kt * 16 + 2 * tig);
+      load_a_fragment<WS>(rA[kt][mt], weight, (warp * KT + mt) * 16 + grp, kt * 16 + 2 * tig);
+  for (int ms = 0; ms < KS; ++ms)
+    for (int kt = 0; kt < kKT; ++kt) {
+      unsigned a[4];
+      load_a_fragment<WS>(a, weight, (warp * KT + kKR + ms) * 16 + grp, kt * 16 + 2 * tig);
+      s_frag_t[((warp * KS + ms) * kKT + kt) * 32 + lane] = make_uint4(a[0], a[1], a[2], a[3]);
+    }
   // Rows past NG·R stay zero (the fragments' zeros times them must not make NaN).
   for (int i = tid; i < 2 * kNB * kStride; i += kTensorCoreThreads) (&s_dq[0][0][0])[i] = 0;
   begin_launch(p, &s_epoch, &s_abort);
@@ -498,8 +545,11 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
             float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
             for (int kt = 0; kt < kKT; ++kt) {
-              mma_16816<WS>(d, rA[mt][kt], bh[kt][0], bh[kt][1]);
-              mma_16816<WS>(d, rA[mt][kt], bl[kt][0], bl[kt][1]);
+              unsigned a[4];
+              fragment<kKR>(a, rA[kt], s_frag_t + ((warp * KS + mt - kKR) * kKT + kt) * 32 + lane,
+                            mt);
+              mma_16816<WS>(d, a, bh[kt][0], bh[kt][1]);
+              mma_16816<WS>(d, a, bl[kt][0], bl[kt][1]);
             }
             const int m = (warp * KT + mt) * 16 + grp, n = nt * 8 + 2 * tig;
             if (n < nb) {

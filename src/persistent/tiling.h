@@ -86,12 +86,15 @@ inline constexpr int wanted_staged_chunk(std::int64_t batch) {
 }
 
 // Tensor-core shapes (tensor_core_kernel.cuh), for GRU and LSTM with 16-bit weights, one per
-// (cell, R, KT, NT, storage), used by both passes:
+// (cell, R, KT, KS, NT, storage), used by both passes:
 //   CTA k owns the R hidden units [k·R, (k+1)·R), i.e. the NG·R rows of W_hh of those units, held
 //   as mma.sync A fragments by kTensorCoreWarps warps; the shape holds H ≤ kTensorCoreWarps·KT·16.
 //   Forward: the rows as the mma's m, warp w the k-tiles (16 columns of h) [w·KT, (w+1)·KT).
 //   Backward: the same rows transposed, W_hhᵀ restricted to them: the H columns as the mma's m,
 //   warp w the m-tiles (16 units of dh) [w·KT, (w+1)·KT), the NG·R rows as its k.
+//   Of a warp's KT tiles of 16 units, the first KT − KS are in registers and the last KS in
+//   shared memory (the large shapes, whose fragments outgrow the registers: W_hh of LSTM
+//   H = 2048 is 256 KiB per CTA in bf16, the whole register file).
 //   The batch goes through in chunks of 8·NT (the mma's n is the batch).
 struct TensorCoreShape {
   int gates = 4;      // NG: 3 GRU, 4 LSTM
@@ -99,6 +102,7 @@ struct TensorCoreShape {
   int k_tiles = 0;    // KT per warp: 16-unit tiles of H
   int n_tiles = 1;    // NT: batch chunk 8·NT
   DType storage = DType::BF16;
+  int smem_tiles = 0;  // KS of the KT tiles per warp held in shared memory
 };
 
 // Which passes of a 16-bit GRU / LSTM layer run on tensor cores (PRNN_PERSISTENT_TENSOR_CORES).
@@ -117,11 +121,22 @@ inline constexpr int kTensorCoreBackwardMaxBatch = 32;
 // banks apart, so a warp's B-fragment loads hit 32 different banks.
 inline constexpr int kStagePad = 8;
 
+// Shared memory of a warp's KS tiles held there: per tile, one A fragment (16 B per lane) per
+// row tile of the other dimension (ceil(NG·R / 16) of them).
+constexpr std::size_t tensor_core_fragment_bytes(const TensorCoreShape& s) {
+  return static_cast<std::size_t>(kTensorCoreWarps) * static_cast<std::size_t>(s.smem_tiles) *
+         static_cast<std::size_t>((s.gates * s.rows + 15) / 16) * 32 * 16;
+}
 // Dynamic shared memory of a tensor-core shape's forward: the staged hi and lo rows of one batch
-// chunk (the backward's staging is static and small).
+// chunk, then the fragments held in shared memory.
 constexpr std::size_t tensor_core_smem_bytes(const TensorCoreShape& s) {
   return std::size_t{2} * static_cast<std::size_t>(8 * s.n_tiles) *
-         static_cast<std::size_t>(kTensorCoreWarps * s.k_tiles * 16 + kStagePad) * 2;
+             static_cast<std::size_t>(kTensorCoreWarps * s.k_tiles * 16 + kStagePad) * 2 +
+         tensor_core_fragment_bytes(s);
+}
+// The backward's: the fragments alone (its staging is static and small).
+constexpr std::size_t tensor_core_backward_smem_bytes(const TensorCoreShape& s) {
+  return tensor_core_fragment_bytes(s);
 }
 
 // The tensor-core kernels' exchange, placed after the records of the FMA kernels
@@ -153,20 +168,25 @@ constexpr std::size_t tensor_core_exchange_bytes(const TensorCoreShape& s, std::
 }
 
 // R = 3 covers H ≤ 3·SMs (KT = 4: 512 columns), R = 9 the rest up to 1152 (KT = 9), each for a
-// batch chunk of 8 or 16, bf16 or f16.
+// batch chunk of 8 or 16, bf16 or f16, all in registers. R = 16 (KT = 16) takes H ≤ 2048 on 128
+// SMs with the chunk of 8 only (the staging of 16 would not fit beside the fragments): LSTM 8 of
+// the 16 tiles in shared memory (128 KiB; 128 fragment registers), GRU 7 (84 KiB; 108).
 inline constexpr TensorCoreShape kTensorCoreShapes[] = {
-    {3, 3, 4, 1, DType::BF16}, {3, 3, 4, 2, DType::BF16}, {3, 9, 9, 1, DType::BF16},
-    {3, 9, 9, 2, DType::BF16}, {3, 3, 4, 1, DType::F16},  {3, 3, 4, 2, DType::F16},
-    {3, 9, 9, 1, DType::F16},  {3, 9, 9, 2, DType::F16},  {4, 3, 4, 1, DType::BF16},
-    {4, 3, 4, 2, DType::BF16}, {4, 9, 9, 1, DType::BF16}, {4, 9, 9, 2, DType::BF16},
-    {4, 3, 4, 1, DType::F16},  {4, 3, 4, 2, DType::F16},  {4, 9, 9, 1, DType::F16},
-    {4, 9, 9, 2, DType::F16},
+    {3, 3, 4, 1, DType::BF16},     {3, 3, 4, 2, DType::BF16},     {3, 9, 9, 1, DType::BF16},
+    {3, 9, 9, 2, DType::BF16},     {3, 3, 4, 1, DType::F16},      {3, 3, 4, 2, DType::F16},
+    {3, 9, 9, 1, DType::F16},      {3, 9, 9, 2, DType::F16},      {4, 3, 4, 1, DType::BF16},
+    {4, 3, 4, 2, DType::BF16},     {4, 9, 9, 1, DType::BF16},     {4, 9, 9, 2, DType::BF16},
+    {4, 3, 4, 1, DType::F16},      {4, 3, 4, 2, DType::F16},      {4, 9, 9, 1, DType::F16},
+    {4, 9, 9, 2, DType::F16},      {3, 16, 16, 1, DType::BF16, 7}, {3, 16, 16, 1, DType::F16, 7},
+    {4, 16, 16, 1, DType::BF16, 8}, {4, 16, 16, 1, DType::F16, 8},
 };
 inline constexpr int kTensorCoreShapeCount =
     static_cast<int>(sizeof(kTensorCoreShapes) / sizeof(kTensorCoreShapes[0]));
 
 struct Tiling {
-  int shape = -1;  // index into kShapes; -1: no shape fits (reason says why)
+  // Index into kShapes; -1: no FMA shape fits (runs() below says whether tensor cores take the
+  // layer; else the reason says why nothing does).
+  int shape = -1;
   int gates = 1, rows = 0, groups = 0, batch_chunk = 0;
   DType storage = DType::F32;  // the weights in registers
   bool staged = false;
@@ -185,16 +205,22 @@ struct Tiling {
   // Its exchange, after the records (tensor_core_exchange_bytes() above; 0 without one).
   std::size_t tensor_core_exchange_bytes = 0;
   std::string reason;
+
+  // Whether both passes have a kernel: an FMA shape, or a tensor-core shape for both (the large
+  // tensor-core shapes hold layers no FMA shape does).
+  bool runs() const { return shape >= 0 || (tensor_core >= 0 && tensor_core_backward); }
 };
 
 // Picks the shape for a cell of `gates` gates (1, 3 or 4), hidden size H and batch B on a GPU
 // with `sm_count` SMs (one CTA per SM). bf16 weights use the packed shapes where one exists at
 // the fewest rows; other 16-bit weights are held in fp32 on chip; f64 returns shape -1 with the
 // reason.
-// Unless tensor_cores is Off, GRU and LSTM layers with bf16 or f16 weights at batch ≥
-// kTensorCoreMinBatch get a tensor-core forward where a shape holds H: the fewest rows per CTA
-// that fit the SMs, the smaller batch chunk that takes the whole batch (8, else 16); with
+// Unless tensor_cores is Off, GRU and LSTM layers with bf16 or f16 weights get a tensor-core
+// forward where a shape holds H: the fewest rows per CTA that fit the SMs, the smaller batch
+// chunk that takes the whole batch (8, else 16; 8 where the shape has no other); with
 // ForwardBackward (the default) and batch ≤ kTensorCoreBackwardMaxBatch, the backward data too.
+// Where an FMA shape holds the layer as well, tensor cores from batch kTensorCoreMinBatch on;
+// where none does (H > 1152), at every batch, and only with both passes on them.
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
             TensorCores tensor_cores = TensorCores::ForwardBackward);
 

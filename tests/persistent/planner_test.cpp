@@ -190,13 +190,75 @@ TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
   EXPECT_EQ(persistent::tile(1, 1152, 4, 132, DType::BF16).tensor_core, -1);  // vanilla
   EXPECT_EQ(persistent::tile(4, 1152, 4, 132, DType::BF16, TensorCores::Off).tensor_core,
             -1);  // off
-  EXPECT_EQ(persistent::tile(4, 1200, 4, 132, DType::BF16).tensor_core, -1);  // no shape holds it
-  EXPECT_EQ(persistent::tile(4, 1152, 4, 100, DType::BF16).tensor_core, -1);  // too few SMs
+  EXPECT_EQ(persistent::tile(4, 2049, 4, 132, DType::BF16).tensor_core, -1);  // no shape holds it
+  EXPECT_EQ(persistent::tile(4, 2048, 4, 100, DType::BF16).tensor_core, -1);  // too few SMs
+  EXPECT_FALSE(persistent::tile(4, 2049, 4, 132, DType::BF16).runs());
   EXPECT_EQ(persistent::tile(4, 1152, persistent::kTensorCoreMinBatch - 1, 132, DType::BF16)
                 .tensor_core,
             -1);  // small batches: the FMA forward is faster
 
   const PersistentPlan plan = plan_persistent(rnn(Cell::LSTM, 1152, DType::BF16), 4, h200());
+  EXPECT_NE(plan.kernel.find("forward and backward on tensor cores"), std::string::npos)
+      << plan.kernel;
+}
+
+// Past what the FMA shapes hold (H > 1152), 16-bit GRU and LSTM run on the R = 16 tensor-core
+// shapes alone, with part of the fragments in shared memory: at any batch up to the backward's
+// bound, both passes or none.
+TEST(Planner, LargeLayersOnTensorCoresAlone) {
+  using persistent::kTensorCoreShapes;
+  using persistent::TensorCores;
+  const persistent::Tiling lstm = persistent::tile(4, 2048, 4, 132, DType::BF16);
+  ASSERT_TRUE(lstm.runs()) << lstm.reason;
+  EXPECT_EQ(lstm.shape, -1);  // no FMA shape
+  ASSERT_GE(lstm.tensor_core, 0);
+  const persistent::TensorCoreShape& s = kTensorCoreShapes[lstm.tensor_core];
+  EXPECT_EQ(s.rows, 16);
+  EXPECT_EQ(s.n_tiles, 1);
+  EXPECT_EQ(s.smem_tiles, 8);
+  EXPECT_EQ(lstm.tensor_core_ctas, 128);
+  EXPECT_TRUE(lstm.tensor_core_backward);
+  // Staging hi and lo [8][2048 + 8] 16-bit, then 8 warps x 8 tiles x 4 row tiles of 512-byte
+  // fragments; the backward holds the same fragments' count.
+  EXPECT_EQ(lstm.tensor_core_smem_bytes, 2u * 8 * 2056 * 2 + 8u * 8 * 4 * 512);
+  EXPECT_EQ(persistent::tensor_core_backward_smem_bytes(s), 8u * 8 * 4 * 512);
+  EXPECT_EQ(lstm.tensor_core_exchange_bytes, 16u + 2u * 128 * 2048 * 8 * 4);
+  EXPECT_NE(lstm.reason.find("128 KiB in shared memory"), std::string::npos) << lstm.reason;
+  // Every batch from 1 to the backward's bound, in chunks of 8.
+  for (std::int64_t B : {1, 3, 9, 32}) {
+    const persistent::Tiling t = persistent::tile(4, 2048, B, 132, DType::F16);
+    ASSERT_TRUE(t.runs()) << "B=" << B << ": " << t.reason;
+    EXPECT_EQ(kTensorCoreShapes[t.tensor_core].n_tiles, 1);
+    EXPECT_EQ(kTensorCoreShapes[t.tensor_core].storage, DType::F16);
+  }
+  // GRU, odd H: ceil(1537 / 16) CTAs.
+  const persistent::Tiling gru = persistent::tile(3, 1537, 13, 132, DType::BF16);
+  ASSERT_TRUE(gru.runs()) << gru.reason;
+  EXPECT_EQ(gru.tensor_core_ctas, 97);
+  EXPECT_EQ(kTensorCoreShapes[gru.tensor_core].gates, 3);
+  // H <= 1152 keeps the fewer rows per CTA.
+  EXPECT_EQ(kTensorCoreShapes[persistent::tile(4, 1152, 4, 132, DType::BF16).tensor_core].rows, 9);
+  // Not runnable: past the backward's batch bound, one pass kept off the tensor cores, fp32.
+  const persistent::Tiling big = persistent::tile(4, 2048, 33, 132, DType::BF16);
+  EXPECT_FALSE(big.runs());
+  EXPECT_NE(big.reason.find("batch <= 32"), std::string::npos) << big.reason;
+  EXPECT_NE(big.reason.find("got batch 33"), std::string::npos) << big.reason;
+  const persistent::Tiling forward =
+      persistent::tile(4, 2048, 4, 132, DType::BF16, TensorCores::Forward);
+  EXPECT_FALSE(forward.runs());
+  EXPECT_NE(forward.reason.find("backward turned off"), std::string::npos) << forward.reason;
+  const persistent::Tiling off = persistent::tile(4, 2048, 4, 132, DType::BF16, TensorCores::Off);
+  EXPECT_FALSE(off.runs());
+  EXPECT_NE(off.reason.find("PRNN_PERSISTENT_TENSOR_CORES=0"), std::string::npos) << off.reason;
+  const persistent::Tiling f32 = persistent::tile(4, 2048, 4, 132, DType::F32);
+  EXPECT_FALSE(f32.runs());
+  EXPECT_NE(f32.reason.find("fp32 weights have no tensor-core shape"), std::string::npos)
+      << f32.reason;
+  // The plan reports the tensor-core tiling.
+  const PersistentPlan plan = plan_persistent(rnn(Cell::LSTM, 2048, DType::BF16), 4, h200());
+  EXPECT_EQ(plan.ctas, 128);
+  EXPECT_EQ(plan.units_per_cta, 16);
+  EXPECT_EQ(plan.threads_per_cta, persistent::kTensorCoreThreads);
   EXPECT_NE(plan.kernel.find("forward and backward on tensor cores"), std::string::npos)
       << plan.kernel;
 }

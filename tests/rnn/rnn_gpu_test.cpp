@@ -4,7 +4,8 @@
 // Cases: every vanilla cell (relu, clipped relu, tanh), one, two and three layers,
 // unidirectional and bidirectional, with and without initial states, H ∈ {1, 32, 1000, 1152,
 // 1537, 2048}, B ∈ {1, 3, 4, 5, 7, 16}, T ∈ {1, 2, 333}; GRU and LSTM the same way with
-// H ∈ {1, 32, 515, 1000, 1024, 1152} (1152: the largest each holds in registers). Checked: y, hn, dx, dh0 (LSTM: cn, dc0) and dparams per
+// H ∈ {1, 32, 515, 1000, 1024, 1152} (1152: the largest each holds in registers), and in 16 bits
+// up to H = 2048 (the tensor-core shapes with part of W_hh in shared memory). Checked: y, hn, dx, dh0 (LSTM: cn, dc0) and dparams per
 // block (W_ih, W_hh, b_ih, b_hh of every layer and direction). Outputs are poisoned with 0xFF
 // bytes (NaN) before every run, so an element the layer fails to write fails.
 // Every case runs three times (fresh, same pointers again, other output buffers); the three must
@@ -147,13 +148,27 @@ std::vector<RnnCase> cases() {
     h.lengths = {30, 1, 27, 12};
     v.push_back(h);
   }
+  // The large tensor-core shapes (R = 16, part of W_hh in shared memory; no FMA shape holds
+  // them, so tensor cores at every batch): the H = 2048 target layer, two chunks of 8 at
+  // H = 2048, odd H = 1537 bidirectional below the FMA kernels' batches, two uneven chunks,
+  // lengths.
+  v.push_back({Cell::LSTM, 40, 4, 16, 2048, 1, false, true, DType::BF16});
+  v.push_back({Cell::GRU, 20, 16, 8, 2048, 1, false, true, DType::BF16});
+  v.push_back({Cell::GRU, 30, 3, 8, 1537, 1, true, true, DType::F16});
+  v.push_back({Cell::LSTM, 20, 13, 8, 1537, 1, false, true, DType::F16});
+  {
+    RnnCase g{Cell::LSTM, 25, 5, 8, 1153, 1, false, true, DType::BF16};
+    g.lengths = {25, 1, 22, 7, 25};
+    v.push_back(g);
+  }
   return v;
 }
 
-// tensor_cores: the PRNN_PERSISTENT_TENSOR_CORES of the run. The 16-bit GRU / LSTM cases also run
-// with "0" (both passes on the FMA kernel's packed 16-bit shapes) and "forward" (the tensor-core
-// forward, then the FMA backward: the path of batches above kTensorCoreBackwardMaxBatch), so that
-// every kernel keeps its cases.
+// tensor_cores: the PRNN_PERSISTENT_TENSOR_CORES of the run. The 16-bit GRU / LSTM cases an FMA
+// shape holds (H ≤ 1152) also run with "0" (both passes on the FMA kernel's packed 16-bit shapes)
+// and "forward" (the tensor-core forward, then the FMA backward: the path of batches above
+// kTensorCoreBackwardMaxBatch), so that every kernel keeps its cases; larger layers run on the
+// tensor cores alone (RnnGpuChoice checks that the knobs refuse them).
 struct GpuCase {
   RnnAlgo algo = RnnAlgo::Persistent;
   RnnCase c;
@@ -170,7 +185,7 @@ std::vector<GpuCase> gpu_cases() {
   for (RnnAlgo algo : {RnnAlgo::Persistent, RnnAlgo::GemmPerStep})
     for (const RnnCase& c : cases()) v.push_back({algo, c});
   for (const RnnCase& c : cases())
-    if (c.dtype != DType::F32 && (c.cell == Cell::GRU || c.cell == Cell::LSTM))
+    if (c.dtype != DType::F32 && (c.cell == Cell::GRU || c.cell == Cell::LSTM) && c.H <= 1152)
       for (const char* knob : {"0", "forward"}) v.push_back({RnnAlgo::Persistent, c, knob});
   return v;
 }
@@ -473,7 +488,8 @@ INSTANTIATE_TEST_SUITE_P(Issue, RnnGrid, ::testing::ValuesIn(grid()), grid_name)
 TEST(RnnGpuSafety, StalledCtaBecomesRuntimeError) {
   ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
   const RnnCase cases[] = {{Cell::Tanh, 64, 3, 5, 600, 1, false, true},
-                           {Cell::LSTM, 64, 4, 5, 1152, 1, false, true, DType::BF16}};
+                           {Cell::LSTM, 64, 4, 5, 1152, 1, false, true, DType::BF16},
+                           {Cell::LSTM, 16, 4, 5, 2048, 1, false, true, DType::BF16}};
   for (const RnnCase& c : cases) {
     SCOPED_TRACE(c.name());
     const RnnData s = test::make_rnn_data(c, base_seed() + 2);
@@ -617,6 +633,30 @@ TEST(RnnGpuChoice, AutoPicksPersistentAndSaysWhy) {
   Rnn lstm(d, 5, 2, Device::cuda(0));
   EXPECT_EQ(lstm.algo(), RnnAlgo::GemmPerStep);
   EXPECT_NE(lstm.reason().find(lstm_why), std::string::npos) << lstm.reason();
+  // 16-bit LSTM H = 2048: on tensor cores alone (part of W_hh in shared memory), at any batch up
+  // to the backward's bound; the knobs that keep a pass off the tensor cores refuse it.
+  d.weight_dtype = DType::BF16;
+  d.hidden_size = 2048;
+  {
+    EXPECT_EQ(Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent), "");
+    Rnn r(d, 5, 2, Device::cuda(0));
+    EXPECT_EQ(r.algo(), RnnAlgo::Persistent) << r.reason();
+  }
+  const std::string batch_why = Rnn::can_implement(d, 5, 33, Device::cuda(0), RnnAlgo::Persistent);
+  EXPECT_NE(batch_why.find("batch <= 32"), std::string::npos) << batch_why;
+  EXPECT_THROW(Rnn(d, 5, 33, Device::cuda(0), RnnAlgo::Persistent), Unsupported);
+  {
+    const EnvScope off("PRNN_PERSISTENT_TENSOR_CORES", "0");
+    const std::string why0 = Rnn::can_implement(d, 5, 4, Device::cuda(0), RnnAlgo::Persistent);
+    EXPECT_NE(why0.find("PRNN_PERSISTENT_TENSOR_CORES=0"), std::string::npos) << why0;
+    Rnn r(d, 5, 4, Device::cuda(0));
+    EXPECT_EQ(r.algo(), RnnAlgo::GemmPerStep);
+  }
+  {
+    const EnvScope forward("PRNN_PERSISTENT_TENSOR_CORES", "forward");
+    const std::string whyf = Rnn::can_implement(d, 5, 4, Device::cuda(0), RnnAlgo::Persistent);
+    EXPECT_NE(whyf.find("backward turned off"), std::string::npos) << whyf;
+  }
 }
 
 TEST(RnnGpuErrors, BackwardBeforeForwardIsAnError) {
