@@ -10,6 +10,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "persistent/kernel_common.cuh"
 
@@ -47,6 +48,18 @@ __device__ __forceinline__ void split16(float x, unsigned short& hi, unsigned sh
   }
 }
 
+// Four values as 16-bit hi and lo (split16), each four packed in 8 bytes in order.
+template <DType WS>
+__device__ __forceinline__ void split4(const float4& x, uint2& hi, uint2& lo) {
+  unsigned short h[4], l[4];
+  split16<WS>(x.x, h[0], l[0]);
+  split16<WS>(x.y, h[1], l[1]);
+  split16<WS>(x.z, h[2], l[2]);
+  split16<WS>(x.w, h[3], l[3]);
+  hi = make_uint2(h[0] | static_cast<unsigned>(h[1]) << 16, h[2] | static_cast<unsigned>(h[3]) << 16);
+  lo = make_uint2(l[0] | static_cast<unsigned>(l[1]) << 16, l[2] | static_cast<unsigned>(l[3]) << 16);
+}
+
 // W_hh [NG·H, H] at (CTA row r, column col) of the CTA whose first unit is row0: CTA row
 // r = q·R + j is gate q of unit row0 + j; 0 past the NG·R rows, past column H and for units past H.
 template <int NG, int R>
@@ -66,22 +79,16 @@ __device__ __forceinline__ void load_a_fragment(unsigned (&a)[4], const At& at, 
   a[3] = pack16<WS>(at(m + 8, k + 8), at(m + 8, k + 9));
 }
 
-// Fragment i of a warp's row of tiles (i a constant after unrolling): registers reg[i] for
-// i < KR, else the 16 bytes of this lane at smem (the tiles held in shared memory).
-template <int KR>
-__device__ __forceinline__ void fragment(unsigned (&a)[4], const unsigned (&reg)[KR][4],
-                                         const uint4* smem, int i) {
-  if (i < KR) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) a[j] = reg[i < KR ? i : 0][j];
-  } else {
-    const uint4 v = *smem;
-    a[0] = v.x;
-    a[1] = v.y;
-    a[2] = v.z;
-    a[3] = v.w;
-  }
-}
+// The loop over a warp's tiles in shared memory is not unrolled: unrolled, the compiler hoists
+// their loads into registers the register tiles already use, and spills (LSTM R = 16: 148 to
+// 404 bytes); unrolled by 3 it is no faster (LSTM H = 2048 B = 4, H200: 6.03 against 5.90
+// µs/step forward).
+inline constexpr int kSmemUnroll = 1;
+// Loads of h_{t-1} a thread of the forward has in flight while staging (float4): all of them at
+// B ≤ 4 and H ≤ 1152 (one L2 round trip), and half as many for the shapes with tiles in shared
+// memory, whose registers are full (8 spill 232 bytes in LSTM R = 16).
+template <int KS>
+inline constexpr int kTensorCoreStageLoads = KS > 0 ? 4 : 8;
 
 // The tensor-core part of the exchange (tiling.h): after the FMA kernels' records, the arrival
 // counters (one per batch chunk of 8·NT), then the data.
@@ -148,12 +155,16 @@ __device__ __forceinline__ void end_tensor_core_launch(const Params& p, unsigned
 //           h_{t-1} of a batch chunk of up to 8·NT elements in shared memory as 16-bit hi and
 //           lo rows (h = hi + lo to about 2^-16 relative: two products per fragment keep the
 //           recurrence near fp32 accuracy with 16-bit weights), [8·NT][8·KT·16 + kStagePad] each.
+//           A chunk of at most 4 elements is packed: hi in rows 0-3 and lo in rows 4-7 of the hi
+//           rows, so that one mma per fragment computes both products (columns n and n + 4 of
+//           the sum, added by the finisher), half the mma of two products on a half-empty tile.
 // Per step and batch chunk:
 //           the finishers (one per unit and batch element) load u_t and the state entering the
 //           step; thread 0 waits for the chunk's arrival counter to reach CTAs·s; every thread
-//           loads its share of h_{t-1} from L2 (kStageBatch float4 in flight) into shared memory
-//           as hi and lo; each warp runs its mma over its k-tiles for every row and n tile (the
-//           batch is the mma's n), fp32 partial sums to shared memory; the finishers add the 8
+//           loads its share of h_{t-1} from L2 (kTensorCoreStageLoads float4 in flight) into
+//           shared memory as hi and lo; each warp runs its mma over its k-tiles, the register
+//           tiles then the shared-memory ones, for every row and n tile (the batch is the mma's
+//           n), fp32 partial sums to shared memory; the finishers add the 8
 //           warps' sums in a fixed order (deterministic), do the cell's math, store h_t to the
 //           exchange, the CTA arrives, and only then do the finishers' other stores
 //           (kernel_common.cuh), so that the fence waits on h alone.
@@ -242,6 +253,9 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
       float u[NG] = {}, st = 0.0f;
       if (f_live) load_forward_unit<NG>(p, t, t_prev, first, f_b, f_row, u, st);
 
+      // A chunk of at most 4 goes through one mma per fragment: its hi rows are columns 0-3
+      // of the n tile and its lo rows columns 4-7 (s_hi rows 4 + bb), summed by the finisher.
+      const bool packed = nb <= 4;
       if (has_source) {
         // ---- wait until every CTA published this chunk of step s - 1 -----------------------
         if (from_exchange && tid == 0 &&
@@ -256,74 +270,103 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
         // ---- stage the chunk's h_{t-1} (or h0) as hi and lo ---------------------------------
         if (from_exchange) {
           const int n4 = nb * Hp / 4;  // float4 of h, L2 only (another SM wrote them)
-          for (int base = tid; base < n4; base += kStageBatch * kTensorCoreThreads) {
-            float4 v[kStageBatch];
+          constexpr int kLoads = kTensorCoreStageLoads<KS>;
+          for (int base = tid; base < n4; base += kLoads * kTensorCoreThreads) {
+            float4 v[kLoads];
 #pragma unroll
-            for (int i = 0; i < kStageBatch; ++i) {
+            for (int i = 0; i < kLoads; ++i) {
               const int e = base + i * kTensorCoreThreads;
               if (e < n4)
                 v[i] = __ldcg(
                     reinterpret_cast<const float4*>(src + static_cast<std::int64_t>(b0) * Hp) + e);
             }
 #pragma unroll
-            for (int i = 0; i < kStageBatch; ++i) {
+            for (int i = 0; i < kLoads; ++i) {
               const int e = base + i * kTensorCoreThreads;
               if (e >= n4) continue;
-              const int bb = 4 * e / Hp, k = 4 * e % Hp;
-              const float x[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-#pragma unroll
-              for (int c = 0; c < 4; ++c)
-                split16<WS>(x[c], s_hi[bb * kStride + k + c], s_lo[bb * kStride + k + c]);
+              const int bb = 4 * e / Hp, k = 4 * e % Hp;  // k a multiple of 4: 8-byte stores
+              uint2 hi, lo;
+              split4<WS>(v[i], hi, lo);
+              *reinterpret_cast<uint2*>(s_hi + bb * kStride + k) = hi;
+              *reinterpret_cast<uint2*>((packed ? s_hi + (bb + 4) * kStride : s_lo + bb * kStride) +
+                                        k) = lo;
             }
           }
         } else {
           for (int e = tid; e < nb * H; e += kTensorCoreThreads) {
             const int bb = e / H, k = e % H;
             split16<WS>(p.h0[static_cast<std::int64_t>(b0 + bb) * H + k], s_hi[bb * kStride + k],
-                        s_lo[bb * kStride + k]);
+                        packed ? s_hi[(bb + 4) * kStride + k] : s_lo[bb * kStride + k]);
           }
         }
         __syncthreads();
 
-        // ---- the warp's partial products over its k-tiles ---------------------------------------
-        float acc[kMT][NT][4];
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-            acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
-#pragma unroll
-        for (int kt = 0; kt < KT; ++kt) {
-          const int k = (warp * KT + kt) * 16 + 2 * tig;
-          unsigned a[kMT][4];  // the k-tile's fragments (kt is a constant here)
+        // ---- the warp's partial products over its k-tiles (packed: one n tile, hi and lo in
+        //      its columns; else every n tile, a product each for hi and lo) -------------------
+        const auto products = [&](auto packed_c) {
+          constexpr bool kPacked = decltype(packed_c)::value;
+          constexpr int kNT = kPacked ? 1 : NT;
+          float acc[kMT][kNT][4];
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt)
-            fragment<kKR>(a[mt], rA[mt], s_frag + ((warp * KS + kt - kKR) * kMT + mt) * 32 + lane,
-                          kt);
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            const int row = (nt * 8 + grp) * kStride + k;  // batch element nt·8 + grp: column n
-            const unsigned bh0 = *reinterpret_cast<const unsigned*>(s_hi + row);
-            const unsigned bh1 = *reinterpret_cast<const unsigned*>(s_hi + row + 8);
-            const unsigned bl0 = *reinterpret_cast<const unsigned*>(s_lo + row);
-            const unsigned bl1 = *reinterpret_cast<const unsigned*>(s_lo + row + 8);
+            for (int nt = 0; nt < kNT; ++nt)
+              acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
+          // k-tile kt of the warp with its fragments a[mt]
+          const auto tile = [&](int kt, const unsigned (&a)[kMT][4]) {
+            const int k = (warp * KT + kt) * 16 + 2 * tig;
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt) {
+              const int row = (nt * 8 + grp) * kStride + k;  // column n = nt·8 + grp
+              const unsigned bh0 = *reinterpret_cast<const unsigned*>(s_hi + row);
+              const unsigned bh1 = *reinterpret_cast<const unsigned*>(s_hi + row + 8);
+#pragma unroll
+              for (int mt = 0; mt < kMT; ++mt) mma_16816<WS>(acc[mt][nt], a[mt], bh0, bh1);
+              if constexpr (!kPacked) {
+                const unsigned bl0 = *reinterpret_cast<const unsigned*>(s_lo + row);
+                const unsigned bl1 = *reinterpret_cast<const unsigned*>(s_lo + row + 8);
+#pragma unroll
+                for (int mt = 0; mt < kMT; ++mt) mma_16816<WS>(acc[mt][nt], a[mt], bl0, bl1);
+              }
+            }
+          };
+#pragma unroll
+          for (int kt = 0; kt < kKR; ++kt) {  // the register tiles
+            unsigned a[kMT][4];
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+              for (int j = 0; j < 4; ++j) a[mt][j] = rA[mt][kt][j];
+            tile(kt, a);
+          }
+#pragma unroll kSmemUnroll
+          for (int ks = 0; ks < KS; ++ks) {  // the shared-memory tiles
+            unsigned a[kMT][4];
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt) {
-              mma_16816<WS>(acc[mt][nt], a[mt], bh0, bh1);
-              mma_16816<WS>(acc[mt][nt], a[mt], bl0, bl1);
+              const uint4 v = s_frag[((warp * KS + ks) * kMT + mt) * 32 + lane];
+              a[mt][0] = v.x;
+              a[mt][1] = v.y;
+              a[mt][2] = v.z;
+              a[mt][3] = v.w;
             }
+            tile(kKR + ks, a);
           }
-        }
 #pragma unroll
-        for (int mt = 0; mt < kMT; ++mt)
+          for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            const int r = mt * 16 + grp, n = nt * 8 + 2 * tig;
-            *reinterpret_cast<float2*>(&s_red[warp][r][n]) =
-                make_float2(acc[mt][nt][0], acc[mt][nt][1]);
-            *reinterpret_cast<float2*>(&s_red[warp][r + 8][n]) =
-                make_float2(acc[mt][nt][2], acc[mt][nt][3]);
-          }
+            for (int nt = 0; nt < kNT; ++nt) {
+              const int r = mt * 16 + grp, n = nt * 8 + 2 * tig;
+              *reinterpret_cast<float2*>(&s_red[warp][r][n]) =
+                  make_float2(acc[mt][nt][0], acc[mt][nt][1]);
+              *reinterpret_cast<float2*>(&s_red[warp][r + 8][n]) =
+                  make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+            }
+        };
+        if (packed)
+          products(std::true_type{});
+        else
+          products(std::false_type{});
       }
       __syncthreads();
 
@@ -336,7 +379,10 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 #pragma unroll
           for (int w = 0; w < kTensorCoreWarps; ++w)
 #pragma unroll
-            for (int q = 0; q < NG; ++q) mv[q] += s_red[w][q * R + f_j][f_bb];
+            for (int q = 0; q < NG; ++q) {
+              mv[q] += s_red[w][q * R + f_j][f_bb];
+              if (packed) mv[q] += s_red[w][q * R + f_j][f_bb + 4];
+            }
         }
         out = compute_forward_unit<NG>(p, t_prev, first, f_b, f_row, u, st, mv, 0.0f, f_pad);
         if (s + 1 < p.steps) dst[static_cast<std::int64_t>(f_b) * Hp + f_row] = out.h;
@@ -364,7 +410,8 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 //           rows padded to kKT k-tiles of 16 (zeros past them and past H), the first KT − KS in
 //           registers (4·(KT − KS)·kKT), the last KS in shared memory ([warp][KS][kKT][lane]).
 //           The chunk's dQ in shared memory as 16-bit hi and lo (dQ = hi + lo to about 2^-16
-//           relative, as the forward's h), [8·NT][kKT·16 + kStagePad] each.
+//           relative, as the forward's h), [8·NT][kKT·16 + kStagePad] each; a chunk of at most
+//           4 packed as the forward's (hi and lo in one n tile, one mma per fragment).
 // Per step and batch chunk:
 //           the finishers (one per unit and batch element) load what the unit's step reads; at
 //           s > 0 thread 0 waits for the chunk's counter to reach CTAs·s, then lane groups sum
@@ -408,7 +455,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
   //      (warp·KT + mt)·16 + {grp, grp + 8}, CTA rows kt·16 + {2·tig, 2·tig + 1, 2·tig + 8,
   //      2·tig + 9} --------------------------------------------------------------------------
   const auto weight = [&](int m, int r) { return cta_weight<NG, R>(p, H, row0, r, m); };
-  unsigned rA[kKT][kKR][4];  // [kt][mt]: fragment() takes a row of register tiles
+  unsigned rA[kKT][kKR][4];
 #pragma unroll
   for (int mt = 0; mt < kKR; ++mt)
 #pragma unroll
@@ -517,51 +564,88 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
       if (f_live) out = compute_backward_unit<NG>(p, in, mv, f_pad);
 
       if (publish) {
-        // ---- dQ as hi and lo, then X_s of this CTA: each warp its m-tiles ------------------
+        // ---- dQ as hi and lo, then X_s of this CTA: each warp its m-tiles. A chunk of at most
+        //      4 is packed as in the forward: lo in the hi rows 4-7, one mma per fragment, and
+        //      columns n and n + 4 of the product added across lanes tig and tig + 2 ---------
+        const bool packed = nb <= 4;
         if (finisher && f_bb < nb) {
 #pragma unroll
           for (int q = 0; q < NG; ++q)
             split16<WS>(f_live ? out.dq[q] : 0.0f, s_dq[0][f_bb][q * R + f_j],
-                        s_dq[1][f_bb][q * R + f_j]);
+                        packed ? s_dq[0][f_bb + 4][q * R + f_j] : s_dq[1][f_bb][q * R + f_j]);
         }
         __syncthreads();
         float* xo = ex.data + (static_cast<std::int64_t>(s & 1) * chunks + chunk) * per_chunk +
                     blockIdx.x * per_cta;
+        const auto products = [&](auto packed_c) {
+          constexpr bool kPacked = decltype(packed_c)::value;
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          if (nt * 8 >= nb) break;
-          unsigned bh[kKT][2], bl[kKT][2];
-#pragma unroll
-          for (int kt = 0; kt < kKT; ++kt) {
-            const int n = nt * 8 + grp, r = kt * 16 + 2 * tig;  // B[r][n] = dQ of row r, element n
-            bh[kt][0] = *reinterpret_cast<const unsigned*>(&s_dq[0][n][r]);
-            bh[kt][1] = *reinterpret_cast<const unsigned*>(&s_dq[0][n][r + 8]);
-            bl[kt][0] = *reinterpret_cast<const unsigned*>(&s_dq[1][n][r]);
-            bl[kt][1] = *reinterpret_cast<const unsigned*>(&s_dq[1][n][r + 8]);
-          }
-#pragma unroll
-          for (int mt = 0; mt < KT; ++mt) {
-            if ((warp * KT + mt) * 16 >= H) break;  // uniform in the warp
-            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          for (int nt = 0; nt < (kPacked ? 1 : NT); ++nt) {
+            if (nt * 8 >= nb) break;
+            unsigned bh[kKT][2], bl[kKT][2];
+            (void)bl;  // unused when packed
 #pragma unroll
             for (int kt = 0; kt < kKT; ++kt) {
-              unsigned a[4];
-              fragment<kKR>(a, rA[kt], s_frag_t + ((warp * KS + mt - kKR) * kKT + kt) * 32 + lane,
-                            mt);
-              mma_16816<WS>(d, a, bh[kt][0], bh[kt][1]);
-              mma_16816<WS>(d, a, bl[kt][0], bl[kt][1]);
+              const int n = nt * 8 + grp, r = kt * 16 + 2 * tig;  // B[r][n]: dQ of row r, n
+              bh[kt][0] = *reinterpret_cast<const unsigned*>(&s_dq[0][n][r]);
+              bh[kt][1] = *reinterpret_cast<const unsigned*>(&s_dq[0][n][r + 8]);
+              if constexpr (!kPacked) {
+                bl[kt][0] = *reinterpret_cast<const unsigned*>(&s_dq[1][n][r]);
+                bl[kt][1] = *reinterpret_cast<const unsigned*>(&s_dq[1][n][r + 8]);
+              }
             }
-            const int m = (warp * KT + mt) * 16 + grp, n = nt * 8 + 2 * tig;
-            if (n < nb) {
-              if (m < H)
-                *reinterpret_cast<float2*>(xo + static_cast<std::int64_t>(m) * kNB + n) =
-                    make_float2(d[0], d[1]);
-              if (m + 8 < H)
-                *reinterpret_cast<float2*>(xo + static_cast<std::int64_t>(m + 8) * kNB + n) =
-                    make_float2(d[2], d[3]);
+            // m-tile mt of the warp with its fragments a[kt]; false past H (uniform in the warp)
+            const auto tile = [&](int mt, const unsigned (&a)[kKT][4]) {
+              if ((warp * KT + mt) * 16 >= H) return false;
+              float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+              for (int kt = 0; kt < kKT; ++kt) {
+                mma_16816<WS>(d, a[kt], bh[kt][0], bh[kt][1]);
+                if constexpr (!kPacked) mma_16816<WS>(d, a[kt], bl[kt][0], bl[kt][1]);
+              }
+              if constexpr (kPacked)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) d[i] += __shfl_down_sync(0xFFFFFFFFu, d[i], 2);
+              const int m = (warp * KT + mt) * 16 + grp, n = nt * 8 + 2 * tig;
+              if (n < nb && (!kPacked || tig < 2)) {
+                if (m < H)
+                  *reinterpret_cast<float2*>(xo + static_cast<std::int64_t>(m) * kNB + n) =
+                      make_float2(d[0], d[1]);
+                if (m + 8 < H)
+                  *reinterpret_cast<float2*>(xo + static_cast<std::int64_t>(m + 8) * kNB + n) =
+                      make_float2(d[2], d[3]);
+              }
+              return true;
+            };
+            bool more = true;
+#pragma unroll
+            for (int mt = 0; mt < kKR && more; ++mt) {  // the register tiles
+              unsigned a[kKT][4];
+#pragma unroll
+              for (int kt = 0; kt < kKT; ++kt)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) a[kt][j] = rA[kt][mt][j];
+              more = tile(mt, a);
+            }
+#pragma unroll kSmemUnroll
+            for (int ms = 0; ms < KS && more; ++ms) {  // the shared-memory tiles
+              unsigned a[kKT][4];
+#pragma unroll
+              for (int kt = 0; kt < kKT; ++kt) {
+                const uint4 v = s_frag_t[((warp * KS + ms) * kKT + kt) * 32 + lane];
+                a[kt][0] = v.x;
+                a[kt][1] = v.y;
+                a[kt][2] = v.z;
+                a[kt][3] = v.w;
+              }
+              more = tile(kKR + ms, a);
             }
           }
-        }
+        };
+        if (packed)
+          products(std::true_type{});
+        else
+          products(std::false_type{});
         arrive(ex.arrived + chunk);  // every warp's X before it
       }
       if (f_live) store_backward_unit<NG, kLengths>(p, t, f_b, f_row, out);
