@@ -95,8 +95,9 @@ std::int64_t rnn_param_count(const RnnDesc& desc);
 //                direction runs every step with W_hh held in registers across the SMs, the h
 //                exchange between SMs doubling as the step's only synchronization
 //                (src/persistent/); backward data the same with W_hhᵀ in reverse time, backward
-//                weights as GEMMs over all T·B rows. Every cell; H up to what the registers hold
-//                (prnn plan says; on 132 SMs: vanilla 2304, GRU and LSTM 1152);
+//                weights as GEMMs over all T·B rows. Every cell; H up to what the chip holds
+//                (prnn plan says; on 132 SMs: vanilla 2304, GRU and LSTM 1152, and with f16 /
+//                bf16 weights on tensor cores, W_hh partly in shared memory, 2048 at B ≤ 32);
 //                every wait is bounded (a timeout surfaces as RuntimeError from check() or the
 //                next call).
 //   GemmPerStep  the GEMM-RNN baseline (src/gemm_rnn/): W_ih·x for all T in one cuBLAS GEMM, then
