@@ -90,6 +90,21 @@ inline constexpr int kSmemUnroll = 1;
 template <int KS>
 inline constexpr int kTensorCoreStageLoads = KS > 0 ? 4 : 8;
 
+// The N fragments of one tile held in shared memory, this lane's 16 bytes of each: `tile`
+// points at the tile's [N][32 lanes] block.
+template <int N>
+__device__ __forceinline__ void load_smem_fragments(unsigned (&a)[N][4], const uint4* tile,
+                                                    int lane) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint4 v = tile[i * 32 + lane];
+    a[i][0] = v.x;
+    a[i][1] = v.y;
+    a[i][2] = v.z;
+    a[i][3] = v.w;
+  }
+}
+
 // The tensor-core part of the exchange (tiling.h): after the FMA kernels' records, the arrival
 // counters (one per batch chunk of 8·NT), then the data.
 struct TensorCoreExchange {
@@ -342,14 +357,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 #pragma unroll kSmemUnroll
           for (int ks = 0; ks < KS; ++ks) {  // the shared-memory tiles
             unsigned a[kMT][4];
-#pragma unroll
-            for (int mt = 0; mt < kMT; ++mt) {
-              const uint4 v = s_frag[((warp * KS + ks) * kMT + mt) * 32 + lane];
-              a[mt][0] = v.x;
-              a[mt][1] = v.y;
-              a[mt][2] = v.z;
-              a[mt][3] = v.w;
-            }
+            load_smem_fragments(a, s_frag + (warp * KS + ks) * kMT * 32, lane);
             tile(kKR + ks, a);
           }
 #pragma unroll
@@ -630,14 +638,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 #pragma unroll kSmemUnroll
             for (int ms = 0; ms < KS && more; ++ms) {  // the shared-memory tiles
               unsigned a[kKT][4];
-#pragma unroll
-              for (int kt = 0; kt < kKT; ++kt) {
-                const uint4 v = s_frag_t[((warp * KS + ms) * kKT + kt) * 32 + lane];
-                a[kt][0] = v.x;
-                a[kt][1] = v.y;
-                a[kt][2] = v.z;
-                a[kt][3] = v.w;
-              }
+              load_smem_fragments(a, s_frag_t + (warp * KS + ms) * kKT * 32, lane);
               more = tile(kKR + ms, a);
             }
           }
