@@ -205,6 +205,19 @@ __device__ __forceinline__ UnitStep<NG> compute_forward_unit(const Params& p, st
   return r;
 }
 
+// The unit's NG gate values v into rows [T, B, NG·H] at `at` (its step, batch element and row),
+// gate q at at + q·H, and for GRU the 3 hidden-side values v_h into rows_h the same way.
+template <int NG, int NH>
+__device__ __forceinline__ void store_gate_rows(float* rows, const float (&v)[NG], float* rows_h,
+                                                const float (&v_h)[NH], std::int64_t at, int H) {
+#pragma unroll
+  for (int q = 0; q < NG; ++q) rows[at + q * H] = v[q];
+  if constexpr (NG == 3) {
+#pragma unroll
+    for (int q = 0; q < 3; ++q) rows_h[at + q * H] = v_h[q];
+  }
+}
+
 // Every store of the unit's forward step: pre (GRU: and pre_h), the LSTM's cell and cn, out,
 // out2 (0 where padded), hn.
 template <int NG>
@@ -212,13 +225,7 @@ __device__ __forceinline__ void store_forward_unit(const Params& p, int s, std::
                                                    int row, const UnitStep<NG>& r, bool pad) {
   const int H = p.hidden, B = p.batch;
   const std::int64_t bh = static_cast<std::int64_t>(b) * H + row;
-  const std::int64_t tbgh = (t * B + b) * NG * H + row;
-#pragma unroll
-  for (int q = 0; q < NG; ++q) p.pre[tbgh + q * H] = r.a[q];
-  if constexpr (NG == 3) {
-#pragma unroll
-    for (int q = 0; q < 3; ++q) p.pre_h[tbgh + q * H] = r.a_hh[q];
-  }
+  store_gate_rows(p.pre, r.a, p.pre_h, r.a_hh, (t * B + b) * NG * H + row, H);
   if constexpr (NG == 4) {
     p.cell[(t * B + b) * H + row] = r.c;
     if (p.cn != nullptr && s == p.steps - 1) p.cn[bh] = r.c;
@@ -341,13 +348,7 @@ __device__ __forceinline__ void store_backward_unit(const Params& p, std::int64_
                                                     int row, const BackwardUnitOut<NG>& r) {
   const int H = p.hidden, B = p.batch;
   const std::int64_t bh = static_cast<std::int64_t>(b) * H + row;
-  const std::int64_t tbgh = (t * B + b) * NG * H + row;
-#pragma unroll
-  for (int q = 0; q < NG; ++q) p.dpre[tbgh + q * H] = r.dp[q];
-  if constexpr (NG == 3) {
-#pragma unroll
-    for (int q = 0; q < 3; ++q) p.dpre_h[tbgh + q * H] = r.dq[q];
-  }
+  store_gate_rows(p.dpre, r.dp, p.dpre_h, r.dq, (t * B + b) * NG * H + row, H);
   if constexpr (NG != 1) p.carry[bh] = r.carry;
   if constexpr (kLengths && NG != 3) p.carry_h[bh] = r.carry_h;
 }

@@ -90,18 +90,53 @@ inline constexpr int kSmemUnroll = 1;
 template <int KS>
 inline constexpr int kTensorCoreStageLoads = KS > 0 ? 4 : 8;
 
-// The N fragments of one tile held in shared memory, this lane's 16 bytes of each: `tile`
-// points at the tile's [N][32 lanes] block.
-template <int N>
-__device__ __forceinline__ void load_smem_fragments(unsigned (&a)[N][4], const uint4* tile,
-                                                    int lane) {
+// How both kernels hold the CTA's fragments: a warp owns KT tiles of 16 units of H (forward:
+// k-tiles of h; backward: m-tiles of dh), each NO fragments across the other dimension. Tile
+// i < KR = KT − KS is in registers, reg[o][i]; the others in shared memory, smem
+// [warp][i − KR][o][lane], 16 bytes a lane (one conflict-free 128-bit load per fragment).
+// hold_fragments loads them once per launch: load(a, i, o) gives fragment o of the warp's tile i.
+template <int KS, int NO, int KR, class Load>
+__device__ __forceinline__ void hold_fragments(unsigned (&reg)[NO][KR][4], uint4* smem, int warp,
+                                               int lane, const Load& load) {
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const uint4 v = tile[i * 32 + lane];
-    a[i][0] = v.x;
-    a[i][1] = v.y;
-    a[i][2] = v.z;
-    a[i][3] = v.w;
+  for (int i = 0; i < KR; ++i)
+#pragma unroll
+    for (int o = 0; o < NO; ++o) load(reg[o][i], i, o);
+  for (int i = 0; i < KS; ++i)
+    for (int o = 0; o < NO; ++o) {
+      unsigned a[4];
+      load(a, KR + i, o);
+      smem[((warp * KS + i) * NO + o) * 32 + lane] = make_uint4(a[0], a[1], a[2], a[3]);
+    }
+}
+
+// Runs f(i, a) over the warp's tiles in order, a[o] the tile's fragments, while f returns true.
+// The loop over the shared-memory tiles is not unrolled (kSmemUnroll).
+template <int KS, int NO, int KR, class F>
+__device__ __forceinline__ void for_each_tile(const unsigned (&reg)[NO][KR][4], const uint4* smem,
+                                              int warp, int lane, const F& f) {
+  bool more = true;
+#pragma unroll
+  for (int i = 0; i < KR && more; ++i) {  // the register tiles
+    unsigned a[NO][4];
+#pragma unroll
+    for (int o = 0; o < NO; ++o)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) a[o][j] = reg[o][i][j];
+    more = f(i, a);
+  }
+#pragma unroll kSmemUnroll
+  for (int i = 0; i < KS && more; ++i) {  // the shared-memory tiles
+    unsigned a[NO][4];
+#pragma unroll
+    for (int o = 0; o < NO; ++o) {
+      const uint4 v = smem[((warp * KS + i) * NO + o) * 32 + lane];
+      a[o][0] = v.x;
+      a[o][1] = v.y;
+      a[o][2] = v.z;
+      a[o][3] = v.w;
+    }
+    more = f(KR + i, a);
   }
 }
 
@@ -218,17 +253,9 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
   //      rest in s_frag -----------------------------------------------------------------------
   const auto weight = [&](int r, int col) { return cta_weight<NG, R>(p, H, row0, r, col); };
   unsigned rA[kMT][kKR][4];
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int kt = 0; kt < kKR; ++kt)
-      load_a_fragment<WS>(rA[mt][kt], weight, mt * 16 + grp, (warp * KT + kt) * 16 + 2 * tig);
-  for (int ks = 0; ks < KS; ++ks)
-    for (int mt = 0; mt < kMT; ++mt) {
-      unsigned a[4];
-      load_a_fragment<WS>(a, weight, mt * 16 + grp, (warp * KT + kKR + ks) * 16 + 2 * tig);
-      s_frag[((warp * KS + ks) * kMT + mt) * 32 + lane] = make_uint4(a[0], a[1], a[2], a[3]);
-    }
+  hold_fragments<KS>(rA, s_frag, warp, lane, [&](unsigned (&a)[4], int kt, int mt) {
+    load_a_fragment<WS>(a, weight, mt * 16 + grp, (warp * KT + kt) * 16 + 2 * tig);
+  });
   for (int i = tid; i < 2 * kNB * kStride; i += kTensorCoreThreads) s_stage[i] = 0;
   begin_launch(p, &s_epoch, &s_abort);
   __syncthreads();
@@ -328,7 +355,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
             for (int nt = 0; nt < kNT; ++nt)
               acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
           // k-tile kt of the warp with its fragments a[mt]
-          const auto tile = [&](int kt, const unsigned (&a)[kMT][4]) {
+          for_each_tile<KS>(rA, s_frag, warp, lane, [&](int kt, const unsigned (&a)[kMT][4]) {
             const int k = (warp * KT + kt) * 16 + 2 * tig;
 #pragma unroll
             for (int nt = 0; nt < kNT; ++nt) {
@@ -344,22 +371,8 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
                 for (int mt = 0; mt < kMT; ++mt) mma_16816<WS>(acc[mt][nt], a[mt], bl0, bl1);
               }
             }
-          };
-#pragma unroll
-          for (int kt = 0; kt < kKR; ++kt) {  // the register tiles
-            unsigned a[kMT][4];
-#pragma unroll
-            for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-              for (int j = 0; j < 4; ++j) a[mt][j] = rA[mt][kt][j];
-            tile(kt, a);
-          }
-#pragma unroll kSmemUnroll
-          for (int ks = 0; ks < KS; ++ks) {  // the shared-memory tiles
-            unsigned a[kMT][4];
-            load_smem_fragments(a, s_frag + (warp * KS + ks) * kMT * 32, lane);
-            tile(kKR + ks, a);
-          }
+            return true;
+          });
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -464,17 +477,9 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
   //      2·tig + 9} --------------------------------------------------------------------------
   const auto weight = [&](int m, int r) { return cta_weight<NG, R>(p, H, row0, r, m); };
   unsigned rA[kKT][kKR][4];
-#pragma unroll
-  for (int mt = 0; mt < kKR; ++mt)
-#pragma unroll
-    for (int kt = 0; kt < kKT; ++kt)
-      load_a_fragment<WS>(rA[kt][mt], weight, (warp * KT + mt) * 16 + grp, kt * 16 + 2 * tig);
-  for (int ms = 0; ms < KS; ++ms)
-    for (int kt = 0; kt < kKT; ++kt) {
-      unsigned a[4];
-      load_a_fragment<WS>(a, weight, (warp * KT + kKR + ms) * 16 + grp, kt * 16 + 2 * tig);
-      s_frag_t[((warp * KS + ms) * kKT + kt) * 32 + lane] = make_uint4(a[0], a[1], a[2], a[3]);
-    }
+  hold_fragments<KS>(rA, s_frag_t, warp, lane, [&](unsigned (&a)[4], int mt, int kt) {
+    load_a_fragment<WS>(a, weight, (warp * KT + mt) * 16 + grp, kt * 16 + 2 * tig);
+  });
   // Rows past NG·R stay zero (the fragments' zeros times them must not make NaN).
   for (int i = tid; i < 2 * kNB * kStride; i += kTensorCoreThreads) (&s_dq[0][0][0])[i] = 0;
   begin_launch(p, &s_epoch, &s_abort);
@@ -603,7 +608,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
               }
             }
             // m-tile mt of the warp with its fragments a[kt]; false past H (uniform in the warp)
-            const auto tile = [&](int mt, const unsigned (&a)[kKT][4]) {
+            for_each_tile<KS>(rA, s_frag_t, warp, lane, [&](int mt, const unsigned (&a)[kKT][4]) {
               if ((warp * KT + mt) * 16 >= H) return false;
               float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
@@ -624,23 +629,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
                       make_float2(d[2], d[3]);
               }
               return true;
-            };
-            bool more = true;
-#pragma unroll
-            for (int mt = 0; mt < kKR && more; ++mt) {  // the register tiles
-              unsigned a[kKT][4];
-#pragma unroll
-              for (int kt = 0; kt < kKT; ++kt)
-#pragma unroll
-                for (int j = 0; j < 4; ++j) a[kt][j] = rA[kt][mt][j];
-              more = tile(mt, a);
-            }
-#pragma unroll kSmemUnroll
-            for (int ms = 0; ms < KS && more; ++ms) {  // the shared-memory tiles
-              unsigned a[kKT][4];
-              load_smem_fragments(a, s_frag_t + (warp * KS + ms) * kKT * 32, lane);
-              more = tile(kKR + ms, a);
-            }
+            });
           }
         };
         if (packed)
