@@ -472,9 +472,9 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
   const int H = p.hidden, B = p.batch;
   const int row0 = static_cast<int>(blockIdx.x) * R;
 
-  // ---- W_hh's rows of the CTA, transposed, as A fragments: a[mt][kt] = units
+  // ---- W_hh's rows of the CTA, transposed, as A fragments: fragment (mt, kt) = units
   //      (warp·KT + mt)·16 + {grp, grp + 8}, CTA rows kt·16 + {2·tig, 2·tig + 1, 2·tig + 8,
-  //      2·tig + 9} --------------------------------------------------------------------------
+  //      2·tig + 9}; mt < kKR in rA[kt][mt], the rest in s_frag_t ------------------------------
   const auto weight = [&](int m, int r) { return cta_weight<NG, R>(p, H, row0, r, m); };
   unsigned rA[kKT][kKR][4];
   hold_fragments<KS>(rA, s_frag_t, warp, lane, [&](unsigned (&a)[4], int mt, int kt) {
