@@ -8,14 +8,17 @@
 // t(q) (forward or reversed, lengths; scan_params.h). A tile is W = V·TPR channels of one batch
 // entry (a lane block) × L = R·256/TPR steps. Thread (row, k) owns channels [k·V, k·V + V) and R
 // consecutive steps.
-// Per tile (tile = blockIdx.x): load R steps through Op::load, fold into pairs (A, X) and scan
-// them across rows (shuffles, then shared memory), publish the tile's aggregate (and that of every
-// block of 32, 32², ... tiles it closes) as 16-byte records tagged with the launch's epoch, fold
-// the records of everything before the tile — fixed order, fixed tree: deterministic — into the
-// carry, rescan from registers and write through Op::store. A tile waits only on tiles of lower
-// index, which the hardware dispatches first (the assumption CUB's decoupled lookback makes too),
-// so no co-residency is needed; every wait is bounded (timeout_ns), so a broken assumption is a
-// reported timeout, never a hang. The launch's last CTA advances the epoch (finish_tile).
+// Per tile (tile = blockIdx.x): issue the loads of R steps through Op::load and, while they are
+// in flight, read the initial state; fold the steps into pairs (A, X) and scan them across rows
+// (shuffles, then shared memory), publish the tile's aggregate (and that of every block of 32,
+// 32², ... tiles it closes) as 16-byte records tagged with the launch's epoch, fold the records of
+// everything before the tile (the upper levels: whole blocks before its own block, top level
+// first; then level 0: the tiles before it in its block) into the carry — fixed order, fixed
+// tree: deterministic — then rescan from registers and write through Op::store. A tile waits
+// only on tiles of lower index, which the hardware dispatches first (the assumption CUB's
+// decoupled lookback makes too), and publishes before it waits, so no co-residency is needed;
+// every wait is bounded (timeout_ns), so a broken assumption is a reported timeout, never a
+// hang. The launch's last CTA advances the epoch (finish_tile).
 //
 // An Op provides (V = channels per thread):
 //   using Args;                                    // its tensors (POD)
@@ -253,16 +256,54 @@ __device__ __forceinline__ std::int64_t scan_dir(const ScanParams& p) {
   return M == Mode::Forward ? fdir : -fdir;
 }
 
+// The state before the lane's first step, init(b, c), for each channel lane 0 of the warp owns
+// in the lookback (warp + 8·kk): read while the tile's loads are in flight.
+template <int W, class Init>
+__device__ __forceinline__ void carry_init(const ScanParams& p, const TileCoords& tc,
+                                           float (&carry)[kChannelsPerWarp<W>], const Init& init) {
+  const int warp = threadIdx.x / 32;
+#pragma unroll
+  for (int kk = 0; kk < kChannelsPerWarp<W>; ++kk) {
+    const int ch = warp + kTileWarps * kk;
+    carry[kk] = 0.0f;
+    if (ch < W && tc.channel0 + ch < p.channels) carry[kk] = init(tc.lane.b, tc.channel0 + ch);
+  }
+}
+
+// The lookback's upper levels: carries `carry` (lane 0 of each warp, per owned channel) through
+// the records of levels >= 1, top level first: whole blocks of 32^l tiles before the tile's own
+// block. Called after the tile's publication: folded before it (while the loads are in flight),
+// a block's record would wait on its tiles, which would wait on the block before it, walking a
+// lane of many blocks block by block (measured: 4x slower at 4 channels, T = 2^22;
+// bench/scan/NOTES.md). Warp-level only: no CTA barrier.
+template <int W>
+__device__ __forceinline__ void lookback_upper(const ScanParams& p, unsigned epoch,
+                                               const TileCoords& tc,
+                                               float (&carry)[kChannelsPerWarp<W>]) {
+  constexpr int K = kChannelsPerWarp<W>;
+  Pair folded[K];
+  for (int level = p.levels - 1; level >= 1; --level) {
+    const std::int64_t at = tc.j >> (kFanoutLog2 * level);
+    const std::int64_t first = (at >> kFanoutLog2) << kFanoutLog2;
+    const int n = static_cast<int>(at - first);
+    if (n == 0) continue;
+    fold_items<W>(p, epoch, level, tc.lane_block, first, n, folded);
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) carry[kk] = fmaf(folded[kk].a, carry[kk], folded[kk].x);
+  }
+}
+
 // Steps 2–3 of a tile, shared by every tile-scan kernel: from each thread's fold inc[V] over its
 // R steps, compute the state entering the thread's first step. Scans the folds across rows
 // (shuffles within a warp, shared memory across warps), publishes the tile's aggregate (and that
-// of every block of 32, 32², ... tiles it closes), folds the records of everything before the
-// tile into the carry (init(b, c) before the first tile) and applies the carry. Contains two
-// __syncthreads(); every thread of the CTA must call it.
-template <int V, int TPR, class Init>
-__device__ __forceinline__ void tile_prefix(const ScanParams& p, const unsigned& s_epoch,
+// of every block of 32, 32², ... tiles it closes), folds the level-0 records of the tiles before
+// it in its block into `carry` (init(b, c) on entry, carried through the upper levels first) and
+// applies the carry. Contains two __syncthreads(); every thread of the CTA must call it.
+template <int V, int TPR>
+__device__ __forceinline__ void tile_prefix(const ScanParams& p, unsigned epoch,
                                             const TileCoords& tc, Pair (&inc)[V],
-                                            float (&state_in)[V], const Init& init) {
+                                            float (&carry)[kChannelsPerWarp<V * TPR>],
+                                            float (&state_in)[V]) {
   constexpr int W = V * TPR;
   constexpr int K = kChannelsPerWarp<W>;
   __shared__ Pair s_warp_total[kTileWarps][W];
@@ -287,7 +328,6 @@ __device__ __forceinline__ void tile_prefix(const ScanParams& p, const unsigned&
     if (lane >= 32 - TPR) s_warp_total[warp][k * V + i] = inc[i];
   }
   __syncthreads();
-  const unsigned epoch = s_epoch;
 #pragma unroll
   for (int i = 0; i < V; ++i) {
     Pair before{1.0f, 0.0f};
@@ -319,19 +359,10 @@ __device__ __forceinline__ void tile_prefix(const ScanParams& p, const unsigned&
       }
     }
   }
-  float carry[K];  // lane 0 of each warp: the state entering this tile, per owned channel
-#pragma unroll
-  for (int kk = 0; kk < K; ++kk) {
-    const int ch = warp + kTileWarps * kk;
-    carry[kk] = 0.0f;
-    if (ch < W && tc.channel0 + ch < p.channels) carry[kk] = init(tc.lane.b, tc.channel0 + ch);
-  }
-  for (int level = p.levels - 1; level >= 0; --level) {
-    const std::int64_t at = tc.j >> (kFanoutLog2 * level);
-    const std::int64_t first = (at >> kFanoutLog2) << kFanoutLog2;
-    const int n = static_cast<int>(at - first);
-    if (n == 0) continue;
-    fold_items<W>(p, epoch, level, tc.lane_block, first, n, folded);
+  lookback_upper<W>(p, epoch, tc, carry);
+  const int n = static_cast<int>(tc.j & 31);  // level 0: the tiles before this one in its block
+  if (n > 0) {
+    fold_items<W>(p, epoch, 0, tc.lane_block, tc.j - n, n, folded);
 #pragma unroll
     for (int kk = 0; kk < K; ++kk) carry[kk] = fmaf(folded[kk].a, carry[kk], folded[kk].x);
   }
@@ -352,7 +383,6 @@ template <class Op, int V, int TPR, int R>
 __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op::Args& args) {
   constexpr int kRowsPerWarp = 32 / TPR;
   using Step = typename Op::template Step<V>;
-  __shared__ unsigned s_epoch;
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -360,7 +390,9 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
   const int row = warp * kRowsPerWarp + lane / TPR;
   const std::int64_t dir = scan_dir<Op::kMode>(p);
 
-  if (threadIdx.x == 0) s_epoch = *static_cast<volatile unsigned*>(p.epoch);  // read after a barrier
+  // The launch's epoch, read by every thread before the CTA's first barrier, so before thread 0
+  // counts the tile done (finish_tile) and the last tile of the launch advances it.
+  const unsigned epoch = *static_cast<volatile unsigned*>(p.epoch);
   const TileCoords tc = tile_coords<V, TPR, R>(p, blockIdx.x, k, row);
   const Lane& ln = tc.lane;
   const std::int64_t t0 = dir > 0 ? tc.q0 : ln.len - 1 - tc.q0;  // physical step of q0
@@ -387,7 +419,13 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
     }
   }
 
-  // 2–3. Fold, scan across rows, lookback: the state entering this thread's first step.
+  // 2. While the loads are in flight: the initial state.
+  float carry[kChannelsPerWarp<V * TPR>];
+  carry_init<V * TPR>(p, tc, carry,
+                      [&](std::int32_t b, std::int32_t c) { return Op::init(p, args, b, c); });
+
+  // 3. Fold, scan across rows, level 0 of the lookback: the state entering this thread's first
+  //    step.
   Pair inc[V];
 #pragma unroll
   for (int i = 0; i < V; ++i) {
@@ -396,8 +434,7 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
     for (int r = 0; r < R; ++r) inc[i] = compose(inc[i], Pair{coef[r][i], in[r][i]});
   }
   float state[V];
-  tile_prefix<V, TPR>(p, s_epoch, tc, inc, state,
-                      [&](std::int32_t b, std::int32_t c) { return Op::init(p, args, b, c); });
+  tile_prefix<V, TPR>(p, epoch, tc, inc, carry, state);
 
   // 4. Rescan from registers and write. The positions are recomputed from opaque copies, so the
   //    compiler does not keep R of them live across the lookback.
@@ -428,7 +465,7 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
       }
     }
   }
-  if (threadIdx.x == 0) finish_tile(p, s_epoch, p.num_tiles);
+  if (threadIdx.x == 0) finish_tile(p, epoch, p.num_tiles);
 }
 
 // ---- tiling ------------------------------------------------------------------------------------
