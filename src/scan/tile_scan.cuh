@@ -12,12 +12,13 @@
 // in flight, read the initial state; fold the steps into pairs (A, X) and scan them across rows
 // (shuffles, then shared memory), publish the tile's aggregate (and that of every block of 32,
 // 32², ... tiles it closes) as 16-byte records tagged with the launch's epoch, fold the records of
-// everything before the tile into the carry — fixed order, fixed tree: deterministic — then
-// rescan from registers and write through Op::store. A tile waits only on tiles of lower index,
-// which the hardware dispatches first (the assumption CUB's decoupled lookback makes too), and
-// publishes before it waits, so no co-residency is needed; every wait is bounded (timeout_ns),
-// so a broken assumption is a reported timeout, never a hang. The launch's last CTA advances the
-// epoch (finish_tile).
+// everything before the tile (the upper levels: whole blocks before its own block, top level
+// first; then level 0: the tiles before it in its block) into the carry — fixed order, fixed
+// tree: deterministic — then rescan from registers and write through Op::store. A tile waits
+// only on tiles of lower index, which the hardware dispatches first (the assumption CUB's
+// decoupled lookback makes too), and publishes before it waits, so no co-residency is needed;
+// every wait is bounded (timeout_ns), so a broken assumption is a reported timeout, never a
+// hang. The launch's last CTA advances the epoch (finish_tile).
 //
 // An Op provides (V = channels per thread):
 //   using Args;                                    // its tensors (POD)
@@ -269,12 +270,35 @@ __device__ __forceinline__ void carry_init(const ScanParams& p, const TileCoords
   }
 }
 
+// The lookback's upper levels: carries `carry` (lane 0 of each warp, per owned channel) through
+// the records of levels >= 1, top level first: whole blocks of 32^l tiles before the tile's own
+// block. Called after the tile's publication: folded before it (while the loads are in flight),
+// a block's record would wait on its tiles, which would wait on the block before it, walking a
+// lane of many blocks block by block (measured: 4x slower at 4 channels, T = 2^22;
+// bench/scan/NOTES.md). Warp-level only: no CTA barrier.
+template <int W>
+__device__ __forceinline__ void lookback_upper(const ScanParams& p, unsigned epoch,
+                                               const TileCoords& tc,
+                                               float (&carry)[kChannelsPerWarp<W>]) {
+  constexpr int K = kChannelsPerWarp<W>;
+  Pair folded[K];
+  for (int level = p.levels - 1; level >= 1; --level) {
+    const std::int64_t at = tc.j >> (kFanoutLog2 * level);
+    const std::int64_t first = (at >> kFanoutLog2) << kFanoutLog2;
+    const int n = static_cast<int>(at - first);
+    if (n == 0) continue;
+    fold_items<W>(p, epoch, level, tc.lane_block, first, n, folded);
+#pragma unroll
+    for (int kk = 0; kk < K; ++kk) carry[kk] = fmaf(folded[kk].a, carry[kk], folded[kk].x);
+  }
+}
+
 // Steps 2–3 of a tile, shared by every tile-scan kernel: from each thread's fold inc[V] over its
 // R steps, compute the state entering the thread's first step. Scans the folds across rows
 // (shuffles within a warp, shared memory across warps), publishes the tile's aggregate (and that
-// of every block of 32, 32², ... tiles it closes), folds the records of everything before the
-// tile into `carry` (init(b, c) on entry) and applies the carry. Contains two __syncthreads();
-// every thread of the CTA must call it.
+// of every block of 32, 32², ... tiles it closes), folds the level-0 records of the tiles before
+// it in its block into `carry` (init(b, c) on entry, carried through the upper levels first) and
+// applies the carry. Contains two __syncthreads(); every thread of the CTA must call it.
 template <int V, int TPR>
 __device__ __forceinline__ void tile_prefix(const ScanParams& p, unsigned epoch,
                                             const TileCoords& tc, Pair (&inc)[V],
@@ -335,15 +359,10 @@ __device__ __forceinline__ void tile_prefix(const ScanParams& p, unsigned epoch,
       }
     }
   }
-  // Every level after the publication: a tile that waited before publishing would make its
-  // block's record wait on the block before it, walking a lane of many blocks block by block
-  // (measured: 4x slower at 4 channels, T = 2^22; bench/scan/NOTES.md).
-  for (int level = p.levels - 1; level >= 0; --level) {
-    const std::int64_t at = tc.j >> (kFanoutLog2 * level);
-    const std::int64_t first = (at >> kFanoutLog2) << kFanoutLog2;
-    const int n = static_cast<int>(at - first);
-    if (n == 0) continue;
-    fold_items<W>(p, epoch, level, tc.lane_block, first, n, folded);
+  lookback_upper<W>(p, epoch, tc, carry);
+  const int n = static_cast<int>(tc.j & 31);  // level 0: the tiles before this one in its block
+  if (n > 0) {
+    fold_items<W>(p, epoch, 0, tc.lane_block, tc.j - n, n, folded);
 #pragma unroll
     for (int kk = 0; kk < K; ++kk) carry[kk] = fmaf(folded[kk].a, carry[kk], folded[kk].x);
   }
@@ -405,7 +424,8 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
   carry_init<V * TPR>(p, tc, carry,
                       [&](std::int32_t b, std::int32_t c) { return Op::init(p, args, b, c); });
 
-  // 3. Fold, scan across rows, lookback: the state entering this thread's first step.
+  // 3. Fold, scan across rows, level 0 of the lookback: the state entering this thread's first
+  //    step.
   Pair inc[V];
 #pragma unroll
   for (int i = 0; i < V; ++i) {
