@@ -5,7 +5,10 @@
 //            conversions to and from fp32 are part of the step);
 //   table2:  training throughput (T·B elements per second of forward + backward) of GILR-LSTM-H
 //            against cuDNN LSTM-H, input 32, batch 1..256 × T 256..131072 (the paper's Table 2);
-//            cuDNN: all three algorithms, and the best of them.
+//            cuDNN: all three algorithms, and the best of them. cuDNN's f32 runs with
+//            CUDNN_DEFAULT_MATH, which lets it use TF32 tensor cores on Ampere and later; prnn's
+//            layers run in each of options.maths (fp32: PEDANTIC cuBLAS; tf32: impl
+//            "<impl>-tf32").
 // Medians of `repeats` event-timed training steps after warm-up; random inputs and weights.
 #include <algorithm>
 #include <string>
@@ -39,9 +42,9 @@ DeviceBuffer random_buffer(std::int64_t n, DType dtype, float lo, float hi, std:
 
 // One training step of a layer: forward, then backward with a random dy. Returns µs (median).
 double layer_train_us(const LinearLayerDesc& desc, std::int64_t T, std::int64_t B, ScanAlgo algo,
-                      int repeats, DType dtype = DType::F32) {
+                      GemmMath math, int repeats, DType dtype = DType::F32) {
   const Device dev = Device::cuda(0);
-  LinearLayer layer(desc, T, B, dtype, dev, algo);
+  LinearLayer layer(desc, T, B, dtype, dev, algo, math);
   const std::int64_t I = desc.input_size, H = desc.hidden_size, np = desc.param_count();
   const float w = 1.0f / std::sqrt(static_cast<float>(std::max(I, H)));
   const auto bytes = [&](std::int64_t n) { return static_cast<std::size_t>(n) * size_of(dtype); };
@@ -59,6 +62,11 @@ double layer_train_us(const LinearLayerDesc& desc, std::int64_t T, std::int64_t 
         layer.backward(tx, tp, {}, tdy, {}, tdx, tdp, {});
       },
       repeats, 2);
+}
+
+// The impl name of prnn's `base` run in `math`.
+std::string impl_name(const std::string& base, GemmMath math) {
+  return math == GemmMath::Fp32 ? base : base + "-" + to_string(math);
 }
 
 std::string layer_name(const LinearLayerDesc& d) {
@@ -84,12 +92,14 @@ void run_layers_bench(const LayersBenchOptions& o, const BenchSink& sink) {
         const std::string c = "layer=" + layer_name(d) + ";dtype=" + to_string(o.dtype) +
                               ";I=" + std::to_string(H) + ";H=" + std::to_string(H) +
                               ";T=" + std::to_string(T) + ";B=" + std::to_string(B);
-        const double plr = layer_train_us(d, T, B, ScanAlgo::Parallel, o.repeats, o.dtype);
-        const double slr =
-            layer_train_us(d, T, B, ScanAlgo::Serial, std::min(o.repeats, 3), o.dtype);
-        row(c, "prnn-plr", "train_us", plr, "us");
-        row(c, "prnn-slr", "train_us", slr, "us");
-        row(c, "prnn-plr", "speedup_over_slr", slr / plr, "x");
+        for (GemmMath m : o.maths) {
+          const double plr = layer_train_us(d, T, B, ScanAlgo::Parallel, m, o.repeats, o.dtype);
+          const double slr =
+              layer_train_us(d, T, B, ScanAlgo::Serial, m, std::min(o.repeats, 3), o.dtype);
+          row(c, impl_name("prnn-plr", m), "train_us", plr, "us");
+          row(c, impl_name("prnn-slr", m), "train_us", slr, "us");
+          row(c, impl_name("prnn-plr", m), "speedup_over_slr", slr / plr, "x");
+        }
       }
     }
   }
@@ -104,8 +114,12 @@ void run_layers_bench(const LayersBenchOptions& o, const BenchSink& sink) {
         const std::string c = "model=lstm;dtype=f32;I=32;H=" + std::to_string(H) +
                               ";T=" + std::to_string(T) + ";B=" + std::to_string(B);
         const double elems = static_cast<double>(T * B);
-        const double us = layer_train_us(gilr, T, B, ScanAlgo::Parallel, o.repeats);
-        row(c, "prnn-gilr_lstm", "train_throughput", elems / us * 1e6, "elem/s");
+        std::vector<double> ours;  // elem/s per math
+        for (GemmMath m : o.maths) {
+          const double us = layer_train_us(gilr, T, B, ScanAlgo::Parallel, m, o.repeats);
+          ours.push_back(elems / us * 1e6);
+          row(c, impl_name("prnn-gilr_lstm", m), "train_throughput", ours.back(), "elem/s");
+        }
         // cuDNN's throughput does not depend on T (its time is per step); it is measured up to
         // T = 16384, and at T = 65536 for batch 1 (the target row).
         if (T > 16384 && !(B == 1 && T == 65536)) continue;
@@ -128,7 +142,9 @@ void run_layers_bench(const LayersBenchOptions& o, const BenchSink& sink) {
         }
         if (best > 0.0) {
           row(c, "cudnn-best", "train_throughput", best, "elem/s");
-          row(c, "prnn-gilr_lstm", "speedup_over_cudnn_best", elems / us * 1e6 / best, "x");
+          for (std::size_t i = 0; i < o.maths.size(); ++i)
+            row(c, impl_name("prnn-gilr_lstm", o.maths[i]), "speedup_over_cudnn_best",
+                ours[i] / best, "x");
         }
       }
     }

@@ -116,6 +116,8 @@ struct LayersBenchOptions {
   int repeats = 5;
   // The layers' tensors in Figure 1 (f32, f16 or bf16; fp32 math); Table 2 runs f32 like cuDNN.
   DType dtype = DType::F32;
+  // The GEMM maths to run prnn's layers in, each its own impl (Tf32: "<impl>-tf32").
+  std::vector<GemmMath> maths{GemmMath::Fp32};
 };
 
 // Requires a GPU; throws Unsupported without one.

@@ -25,6 +25,17 @@ const char* to_string(DType t);
 // Parses "f64", "f32", "f16", "bf16" (also "fp32", "float", "half", ...); throws InvalidArgument.
 DType parse_dtype(const std::string& name);
 
+// The math of GPU GEMMs where a caller may choose it (prnn::LinearLayer: the projections,
+// GILR-LSTM's U products and their gradients):
+//   Fp32  fp32 FMA (cuBLAS PEDANTIC math: no TF32, no emulation);
+//   Tf32  TF32 tensor cores with fp32 accumulation: both operands rounded to 10 mantissa bits
+//         (2^-11 relative each), several times the fp32 rate.
+enum class GemmMath : std::uint8_t { Fp32, Tf32 };
+
+const char* to_string(GemmMath m);
+// Parses "fp32", "tf32"; throws InvalidArgument.
+GemmMath parse_gemm_math(const std::string& name);
+
 // IEEE binary16 and bfloat16 as bit patterns.
 struct Half {
   std::uint16_t bits = 0;

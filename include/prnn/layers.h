@@ -61,8 +61,9 @@ struct LinearLayerDesc {
 //   x, dx [T, B, I]; y, dy [T, B, H]; params, dparams [desc.param_count()];
 //   state0, state_n, dstate_n, dstate0 [S, B, H] with S = 2 for GILR-LSTM (h̃ then c), else 1.
 // Every tensor of a call has the layer's dtype. Optional (an empty TensorView): state0 (zeros),
-// state_n (not written), dstate_n (zeros), dstate0 (not written). Gradient outputs are
-// overwritten, not accumulated.
+// state_n (not written), dstate_n (zeros), dstate0 (not written), dx (not computed: a first
+// layer's input gradient is rarely wanted, and on the GPU it costs a GEMM as large as the
+// projection's). Gradient outputs are overwritten, not accumulated.
 // 16-bit layers (GPU): f16 / bf16 tensors with fp32 math: the layer converts its 16-bit inputs
 // into fp32 device buffers it owns, runs the fp32 path, and rounds the outputs (to nearest even)
 // into the caller's tensors. The CPU reference takes f32 or f64 only (Unsupported otherwise).
@@ -80,8 +81,8 @@ struct LinearLayerDesc {
 // forward it follows (InvalidArgument names the first entry that differs).
 // The constructor allocates everything a call needs (the GPU reserve of the forward, the scan
 // workspace, a cuBLAS handle and its workspace, the 16-bit tensors' fp32 copies, the lengths);
-// no call allocates device memory. fp32 math without TF32; results are deterministic (no atomics
-// on data, fixed reduction orders).
+// no call allocates device memory. fp32 math (GemmMath::Tf32 puts the GEMMs on TF32 tensor
+// cores); results are deterministic (no atomics on data, fixed reduction orders).
 // backward() is the backward of the most recent forward(): it reads the layer's reserve, which
 // holds that forward's pre-activations and states, so it must be given the same x, params,
 // state0 and lengths. Calls on one layer must not overlap (they share the reserve); use one
@@ -89,11 +90,11 @@ struct LinearLayerDesc {
 class LinearLayer {
  public:
   // ScanAlgo: Auto (Parallel on the GPU, Reference on the host), Serial or Parallel (GPU), or
-  // Reference (host). dtype: f32 or f64 on the host, f32, f16 or bf16 on the GPU. Throws
-  // InvalidArgument for a bad desc or size, Unsupported for a dtype, algorithm or size this
-  // device cannot run.
+  // Reference (host). dtype: f32 or f64 on the host, f32, f16 or bf16 on the GPU. math: the
+  // GEMMs' (GPU; the host takes Fp32 only). Throws InvalidArgument for a bad desc or size,
+  // Unsupported for a dtype, algorithm, math or size this device cannot run.
   LinearLayer(const LinearLayerDesc& desc, std::int64_t steps, std::int64_t batch, DType dtype,
-              Device device, ScanAlgo algo = ScanAlgo::Auto);
+              Device device, ScanAlgo algo = ScanAlgo::Auto, GemmMath math = GemmMath::Fp32);
   ~LinearLayer();
   LinearLayer(LinearLayer&&) noexcept;
   LinearLayer& operator=(LinearLayer&&) noexcept;
@@ -108,6 +109,7 @@ class LinearLayer {
 
   const LinearLayerDesc& desc() const;
   ScanAlgo algo() const;  // the scan that runs inside: Serial or Parallel; Reference on the host
+  GemmMath math() const;
 
  private:
   struct Impl;

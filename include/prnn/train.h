@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "prnn/dtype.h"
+
 namespace prnn {
 
 struct TrainProgress {
@@ -87,6 +89,10 @@ struct LongMemoryConfig {
   std::int64_t save_every = 0;    // save every this many iterations as well as at the end; 0: end
   bool resume = false;            // start from `checkpoint` (must exist and match this config)
   TrainBackend backend = TrainBackend::Auto;
+  // The GPU layers' GEMMs (prnn/layers.h): Tf32 runs them on tensor cores, most of an iteration's
+  // time at long T in fp32. The checkpoint does not record it: a run may resume in either mode
+  // (bit-for-bit continuation needs the same one). The CPU backend takes Fp32 only.
+  GemmMath math = GemmMath::Fp32;
 };
 
 // The streak that counts as convergence: max(stop_after_perfect, ceil(kMinPerfectSequences / B))

@@ -29,6 +29,20 @@ DType parse_dtype(const std::string& name) {
   throw InvalidArgument(fmt::format("dtype: expected one of f64, f32, f16, bf16, got '{}'", name));
 }
 
+const char* to_string(GemmMath m) {
+  switch (m) {
+    case GemmMath::Fp32: return "fp32";
+    case GemmMath::Tf32: return "tf32";
+  }
+  return "?";
+}
+
+GemmMath parse_gemm_math(const std::string& name) {
+  for (GemmMath m : {GemmMath::Fp32, GemmMath::Tf32})
+    if (name == to_string(m)) return m;
+  throw InvalidArgument(fmt::format("GEMM math: expected fp32 or tf32, got '{}'", name));
+}
+
 float to_float(Half h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h.bits & 0x8000u) << 16;
   const std::uint32_t exp = (h.bits >> 10) & 0x1Fu;

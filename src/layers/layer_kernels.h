@@ -51,7 +51,8 @@ struct LayerArgs {
   const void* dstate_n = nullptr;  // [B, H] (nullable: zeros)
   void* dstate0 = nullptr;         // [B, H] (nullable: not written)
   void* dx = nullptr;              // SRU with I == H: written with the highway term (1-r) ⊙ dy,
-                                   // the dx GEMM then accumulates; else null
+                                   // the dx GEMM then accumulates; else null (SRU with x given
+                                   // and dx null: the caller wants no dx, the term is dropped)
 };
 
 struct LayerLaunch {

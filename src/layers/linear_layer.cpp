@@ -24,8 +24,10 @@
 //   dW_j = Σ_t dP_t ⊗ x_{t-k+1+j}, dx = Σ_j W_jᵀ dP (shifted), db = Σ_t dP (GEMV with ones).
 //   GILR-LSTM: cell scan -> dnext = dP[:, i:o]·U and dU = dP[:, i:o]ᵀ·S_h̃ -> GILR scan on
 //   (s; u) with dnext as its outside gradient -> the projection GEMMs over all 6H columns.
-// cuBLAS: one handle per layer, fp32 in PEDANTIC math (no TF32 or emulation), its workspace
-// owned by the layer (set again after every cublasSetStream, which resets it).
+// cuBLAS: one handle per layer, its workspace owned by the layer (set again after every
+// cublasSetStream, which resets it); GemmMath::Fp32 sets PEDANTIC math (no TF32 or emulation),
+// Tf32 sets TF32 tensor-op math. Without dx (an empty view) the dx GEMM is skipped, and SRU
+// with I == H leaves its highway term out (the scan sees args.x with a null dx).
 #include <algorithm>
 #include <cstdint>
 #include <span>
@@ -182,6 +184,7 @@ struct LinearLayer::Impl {
   DType dtype = DType::F32;
   Device device;
   ScanAlgo algo = ScanAlgo::Reference;
+  GemmMath math = GemmMath::Fp32;
   // The last forward's lengths: masked when some sequence is shorter than T, then [B] in
   // `lengths` (the GPU backward must be given the same).
   bool masked = false;
@@ -241,7 +244,7 @@ struct LinearLayer::Impl {
 };
 
 LinearLayer::LinearLayer(const LinearLayerDesc& desc, std::int64_t steps, std::int64_t batch,
-                         DType dtype, Device device, ScanAlgo algo)
+                         DType dtype, Device device, ScanAlgo algo, GemmMath math)
     : impl_(std::make_unique<Impl>()) {
   desc.validate();
   check_positive(steps, "LinearLayer steps");
@@ -251,6 +254,7 @@ LinearLayer::LinearLayer(const LinearLayerDesc& desc, std::int64_t steps, std::i
   s.g = make_geometry(desc, steps, batch);
   s.dtype = dtype;
   s.device = device;
+  s.math = math;
   s.lengths.assign(static_cast<std::size_t>(batch), 0);
   const char* what = "LinearLayer";
   if (device.kind == MemoryKind::Host) {
@@ -260,6 +264,10 @@ LinearLayer::LinearLayer(const LinearLayerDesc& desc, std::int64_t steps, std::i
     if (dtype != DType::F32 && dtype != DType::F64)
       throw Unsupported(what, fmt::format("the CPU reference takes f32 or f64, got {}",
                                           to_string(dtype)));
+    if (math != GemmMath::Fp32)
+      throw Unsupported(what, fmt::format("GEMM math {} runs on the GPU; the CPU reference "
+                                          "computes in its dtype (math fp32)",
+                                          to_string(math)));
     s.algo = ScanAlgo::Reference;
     return;
   }
@@ -289,6 +297,7 @@ LinearLayer& LinearLayer::operator=(LinearLayer&&) noexcept = default;
 
 const LinearLayerDesc& LinearLayer::desc() const { return impl_->desc; }
 ScanAlgo LinearLayer::algo() const { return impl_->algo; }
+GemmMath LinearLayer::math() const { return impl_->math; }
 
 void LinearLayer::forward(const TensorView& x, const TensorView& params, const TensorView& state0,
                           const TensorView& y, const TensorView& state_n, cudaStream_t stream,
@@ -348,7 +357,7 @@ void LinearLayer::backward(const TensorView& x, const TensorView& params, const 
   check_optional(state0, "state0", g.state_shape(), s.dtype, s.device);
   check_tensor(dy, "dy", g.y_shape(), s.dtype, s.device);
   check_optional(dstate_n, "dstate_n", g.state_shape(), s.dtype, s.device);
-  check_tensor(dx, "dx", g.x_shape(), s.dtype, s.device);
+  check_optional(dx, "dx", g.x_shape(), s.dtype, s.device);
   check_tensor(dparams, "dparams", {s.desc.param_count()}, s.dtype, s.device);
   check_optional(dstate0, "dstate0", g.state_shape(), s.dtype, s.device);
   const bool masked = s.check_lengths(lengths, "LinearLayer::backward");
@@ -357,7 +366,8 @@ void LinearLayer::backward(const TensorView& x, const TensorView& params, const 
       using T = decltype(type_tag);
       reference::linear_layer_backward<T>(
           s.desc, g.T, g.B, x.data_as<const T>(), params.data_as<const T>(), ptr_or_null<T>(state0),
-          dy.data_as<const T>(), ptr_or_null<T>(dstate_n), dx.data_as<T>(), dparams.data_as<T>(),
+          dy.data_as<const T>(), ptr_or_null<T>(dstate_n), dx.empty() ? nullptr : dx.data_as<T>(),
+          dparams.data_as<T>(),
           dstate0.empty() ? nullptr : dstate0.data_as<T>(), masked ? lengths.data() : nullptr);
     };
     if (s.dtype == DType::F64) run(double{});
@@ -453,9 +463,11 @@ void LinearLayer::Impl::init_gpu() {
   }
 
   // cuBLAS: PEDANTIC math keeps fp32 GEMMs in fp32 (no TF32, no BF16x9 emulation, whatever the
-  // environment says); its workspace is ours, so no call allocates.
+  // environment says), TF32 tensor-op math rounds both operands to TF32 (fp32 accumulation);
+  // its workspace is ours, so no call allocates.
   blas = std::make_unique<CublasHandle>();
-  PRNN_CUBLAS_CHECK(cublasSetMathMode(blas->get(), CUBLAS_PEDANTIC_MATH));
+  PRNN_CUBLAS_CHECK(cublasSetMathMode(
+      blas->get(), math == GemmMath::Tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
   int major = 0;
   PRNN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index));
   constexpr std::size_t kMiB = std::size_t{1} << 20;
@@ -511,8 +523,9 @@ void LinearLayer::Impl::project_backward(const float* x, const float* W, float* 
     }
     const float* dP_t = gdP + shift * g.B * g.R;
     gemm(blas->get(), true, false, g.R, g.I, rows, dP_t, g.R, x, g.I, 0.0f, dW + j * g.I, g.C);
-    gemm(blas->get(), false, false, rows, g.I, g.R, dP_t, g.R, W + j * g.I, g.C,
-         shift == 0 && !accumulate_dx ? 0.0f : 1.0f, dx, g.I);
+    if (dx != nullptr)
+      gemm(blas->get(), false, false, rows, g.I, g.R, dP_t, g.R, W + j * g.I, g.C,
+           shift == 0 && !accumulate_dx ? 0.0f : 1.0f, dx, g.I);
   }
   const float one = 1.0f, zero = 0.0f;
   PRNN_CUBLAS_CHECK(cublasSgemv(blas->get(), CUBLAS_OP_N, static_cast<int>(g.bias_count),

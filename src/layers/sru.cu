@@ -8,7 +8,8 @@
 //                 dP_r = dy ⊙ (tanh c - s) ⊙ r(1-r), ds = dy ⊙ (1-r);
 //           store: with f, x̃ at t and c_{t-1} = S[t]:
 //                 dP_x̃ = G ⊙ (1-f), dP_f = G ⊙ (c_{t-1} - x̃) ⊙ f(1-f), dP_r, and ds into
-//                 dP_s (I != H) or dx (I == H: the dx GEMM then accumulates onto it);
+//                 dP_s (I != H) or dx (I == H: the dx GEMM then accumulates onto it; nowhere
+//                 when the caller wants no dx: args.x given, args.dx null);
 //           final: dstate0 = f_0 ⊙ G_0.
 // Padding (t >= len): forward y_t = 0, S[t+1] = 0; backward dP_x̃ = dP_f = dP_r = 0 and
 //           dP_s = 0 (I != H) or dx_t = 0 (I == H).
@@ -92,7 +93,7 @@ struct SruOp : LayerOp<T, M> {
       store_vec<float, V>(a.dP + at + kColF * H, df);
       store_vec<float, V>(a.dP + at + kColR * H, step.dpr);
       if (a.dx != nullptr) store_vec<T, V>(static_cast<T*>(a.dx) + s.at, step.ds);
-      else store_vec<float, V>(a.dP + at + kColS * H, step.ds);
+      else if (a.x == nullptr) store_vec<float, V>(a.dP + at + kColS * H, step.ds);
     }
   }
 
@@ -100,7 +101,7 @@ struct SruOp : LayerOp<T, M> {
   template <int V>
   __device__ static void store_padding(const ScanParams& p, const LayerArgs& a, const Lane& ln,
                                        std::int64_t t) {
-    const bool highway_in_dp = M == Mode::Backward && a.dx == nullptr;
+    const bool highway_in_dp = M == Mode::Backward && a.x == nullptr;
     pad_step<T, M, V>(p, a, ln, t, kColX, highway_in_dp ? 4 : 3);
     if constexpr (M == Mode::Backward) {
       const float zero[V] = {};

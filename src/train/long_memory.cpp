@@ -9,7 +9,7 @@
 //   h   [B, H]       = y2[T-1], copied to the host with the classifier's W [2, H] and b [2]
 //   logits [B, 2], loss, accuracy, dlogits, dh, dW, db on the host (reference/dense.h)
 //   dy2 [T, B, H]    zero except row T-1 = dh (rows < T-1 are cleared once, never written)
-//   layer2.backward -> dy1 [T, B, H], dθ2;  layer1.backward -> dθ1 (its dx is discarded)
+//   layer2.backward -> dy1 [T, B, H], dθ2;  layer1.backward -> dθ1 (no dx: not computed)
 //   Adam step `iteration` over the flat θ = [θ1 | θ2 | W | b] and its gradient, in one call.
 // Init (from the seed, on the host): every weight U(-1/√fan_in, 1/√fan_in); the GILR-LSTM cell
 // gates get the chrono init (Tallec & Ollivier 2018): b_f = log(u), u ~ U[1, T-1], b_i = -b_f,
@@ -309,10 +309,11 @@ class Trainer {
       : c_(c),
         device_(device),
         lay_(c.hidden),
-        layer1_(layer_desc(kLongMemoryAlphabet, c.hidden), c.steps, c.batch, DType::F32, device),
-        layer2_(layer_desc(c.hidden, c.hidden), c.steps, c.batch, DType::F32, device),
+        layer1_(layer_desc(kLongMemoryAlphabet, c.hidden), c.steps, c.batch, DType::F32, device,
+                ScanAlgo::Auto, c.math),
+        layer2_(layer_desc(c.hidden, c.hidden), c.steps, c.batch, DType::F32, device,
+                ScanAlgo::Auto, c.math),
         x_(c.steps * c.batch * kLongMemoryAlphabet, device),
-        dx_(x_.size(), device),
         y1_(c.steps * c.batch * c.hidden, device),
         y2_(y1_.size(), device),
         dy1_(y1_.size(), device),
@@ -378,7 +379,7 @@ class Trainer {
 
     layer2_.backward(y1_.view(ys), p2, {}, dy2_.view(ys), {}, dy1_.view(ys),
                      grads_.slice(lay_.layer2, lay_.fc_w - lay_.layer2), {});
-    layer1_.backward(x_.view(xs), p1, {}, dy1_.view(ys), {}, dx_.view(xs),
+    layer1_.backward(x_.view(xs), p1, {}, dy1_.view(ys), {}, {},
                      grads_.slice(lay_.layer1, lay_.layer2 - lay_.layer1), {});
     adam(step);
     return s;
@@ -418,7 +419,7 @@ class Trainer {
   Device device_;
   Layout lay_;
   LinearLayer layer1_, layer2_;
-  Floats x_, dx_;             // [T, B, 128]
+  Floats x_;                  // [T, B, 128]
   Floats y1_, y2_, dy1_, dy2_;  // [T, B, H]
   Floats params_, grads_, m_, v_;  // [lay_.total]
 };
@@ -429,7 +430,7 @@ std::size_t gpu_bytes(const LongMemoryConfig& c) {
   const auto TB = static_cast<double>(c.steps) * static_cast<double>(c.batch);
   const auto H = static_cast<double>(c.hidden), A = static_cast<double>(kLongMemoryAlphabet);
   const double per_layer = TB * (2 * 6 * H + 2 * H + H + 1);  // P, dP, S (h̃, c), dnext, ones
-  const double ours = TB * (2 * A + 4 * H);                    // x, dx, y1, y2, dy1, dy2
+  const double ours = TB * (A + 4 * H);                        // x, y1, y2, dy1, dy2
   return static_cast<std::size_t>((2 * per_layer + ours) * sizeof(float));
 }
 #endif
@@ -438,7 +439,13 @@ Device pick_device(const LongMemoryConfig& c) {
   constexpr const char* what = "train_long_memory";
   TrainBackend b = c.backend;
   if (b == TrainBackend::Auto) b = device_count() > 0 ? TrainBackend::Gpu : TrainBackend::Cpu;
-  if (b == TrainBackend::Cpu) return Device::host();
+  if (b == TrainBackend::Cpu) {
+    if (c.math != GemmMath::Fp32)
+      throw Unsupported(what, fmt::format("GEMM math {} runs on the GPU backend; the CPU "
+                                          "reference takes fp32",
+                                          to_string(c.math)));
+    return Device::host();
+  }
   if (device_count() == 0) throw Unsupported(what, "no GPU: " + no_device_reason());
 #if PRNN_WITH_CUDA
   std::size_t free = 0, total = 0;
@@ -453,9 +460,10 @@ Device pick_device(const LongMemoryConfig& c) {
   return Device::cuda(0);
 }
 
-std::string backend_name(Device d) {
-  return d.kind == MemoryKind::Host ? "cpu-reference (f32)"
-                                    : "gpu (GILR-LSTM: cuBLAS GEMMs + parallel scan, f32)";
+std::string backend_name(Device d, GemmMath math) {
+  if (d.kind == MemoryKind::Host) return "cpu-reference (f32)";
+  return math == GemmMath::Tf32 ? "gpu (GILR-LSTM: cuBLAS TF32 GEMMs + parallel scan, f32)"
+                                : "gpu (GILR-LSTM: cuBLAS GEMMs + parallel scan, f32)";
 }
 
 }  // namespace
@@ -572,7 +580,7 @@ LongMemoryResult train_long_memory(const LongMemoryConfig& c,
   }
 
   LongMemoryResult result;
-  result.train.backend = backend_name(device);
+  result.train.backend = backend_name(device, c.math);
   result.train.task = fmt::format("long memory (problem 2b), GILR-LSTM {}-{}, T={}, B={}",
                                   c.hidden, c.hidden, c.steps, c.batch);
   result.start_iteration = state.iteration;

@@ -34,6 +34,16 @@ TEST(DType, ParseRejectsUnknownNames) {
 }
 
 // Exact values: bit patterns from the IEEE 754 binary16 and bfloat16 definitions.
+TEST(GemmMath, NamesRoundTripAndUnknownNamesAreRejected) {
+  for (GemmMath m : {GemmMath::Fp32, GemmMath::Tf32}) EXPECT_EQ(parse_gemm_math(to_string(m)), m);
+  try {
+    parse_gemm_math("bf16");
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "GEMM math: expected fp32 or tf32, got 'bf16'");
+  }
+}
+
 TEST(DType, HalfKnownValues) {
   EXPECT_EQ(to_half(1.0f).bits, 0x3C00);
   EXPECT_EQ(to_half(-2.0f).bits, 0xC000);

@@ -3,7 +3,7 @@
 // with and without per-sequence lengths), bad lengths throw InvalidArgument naming the entry,
 // and bad descs, sizes, shapes, dtypes, devices, null or strided tensors throw InvalidArgument
 // naming the argument, what was expected and what was given; requests a device cannot run throw
-// Unsupported.
+// Unsupported. dx is optional: without it the other gradients are the same.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -67,6 +67,13 @@ void expect_host_matches_reference(const LayerCase& c) {
   EXPECT_EQ(got_y, y);
   EXPECT_EQ(got_state_n, state_n);
   EXPECT_EQ(got_dx, dx);
+  EXPECT_EQ(got_dparams, dparams);
+  EXPECT_EQ(got_dstate0, dstate0);
+  // Without dx: the same dparams and dstate0.
+  std::fill(got_dparams.begin(), got_dparams.end(), nan);
+  std::fill(got_dstate0.begin(), got_dstate0.end(), nan);
+  layer.backward(view(x, xs), view(params, ps), view(state0, ss), view(dy, ys), view(dstate_n, ss),
+                 TensorView(), view(got_dparams, ps), view(got_dstate0, ss), nullptr, c.lengths);
   EXPECT_EQ(got_dparams, dparams);
   EXPECT_EQ(got_dstate0, dstate0);
   // ... and the double reference agrees with itself through the layer (sanity of the data).
@@ -178,6 +185,13 @@ TEST(LinearLayerHost, ConstructorRejectsBadRequests) {
   EXPECT_THROW(LinearLayer(d, 7, 3, DType::F64, Device::host(), ScanAlgo::Parallel), Unsupported);
   EXPECT_THROW(LinearLayer(d, 7, 3, DType::F16, Device::host()), Unsupported);
   EXPECT_THROW(LinearLayer(d, 7, 3, DType::F64, Device::cuda(0)), Unsupported);
+  try {
+    LinearLayer(d, 7, 3, DType::F64, Device::host(), ScanAlgo::Auto, GemmMath::Tf32);
+    ADD_FAILURE() << "expected prnn::Unsupported for TF32 on the host";
+  } catch (const Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("GEMM math tf32 runs on the GPU"), std::string::npos)
+        << e.what();
+  }
   EXPECT_THROW(LinearLayer(d, 7, 3, DType::F32, Device::cuda(0), ScanAlgo::Reference),
                Unsupported);
 }
@@ -226,8 +240,9 @@ TEST(LinearLayerHost, CallsRejectBadTensors) {
   layer.backward(vx, vp, {}, vdy, {}, vdx, vdp, {});    // states are optional
   expect_invalid([&] { layer.backward(vx, vp, vs, TensorView::of(dy.data(), {7, 3, 5}), vds, vdx, vdp, vds); },
                  {"dy: expected shape [7, 3, 4], got [7, 3, 5]"});
-  expect_invalid([&] { layer.backward(vx, vp, vs, vdy, vds, TensorView(), vdp, vds); },
-                 {"dx: expected"});
+  expect_invalid([&] { layer.backward(vx, vp, vs, vdy, vds, TensorView::of(dx.data(), {7, 3, 4}),
+                                      vdp, vds); },
+                 {"dx: expected shape [7, 3, 5], got [7, 3, 4]"});
   expect_invalid([&] { layer.backward(vx, vp, vs, vdy, vds, vdx, TensorView(), vds); },
                  {"dparams: expected"});
   expect_invalid(

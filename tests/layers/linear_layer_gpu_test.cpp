@@ -7,12 +7,18 @@
 // lengths between, with both scans (their padded y and dx must be exactly zero). Outputs are
 // poisoned with 0xFF bytes (NaN in every dtype) before every run, so an element the layer fails
 // to write fails the check. A second forward and backward must agree bit for bit
-// (deterministic). x and dy hold random values at padded steps, which the layer must ignore.
+// (deterministic), and a third backward without dx must leave dx untouched (still poisoned) and
+// give the same dparams and dstate0 bit for bit. x and dy hold random values at padded steps,
+// which the layer must ignore. GemmMath::Tf32 layers (f32 tensors) run every layer at a small
+// and a long size.
 // Tolerance, relative L2 error for every output and every parameter block, against the double
 // reference on the same rounded inputs:
 //   f32 tensors      ≤ 1e-5 (fp32 math);
 //   f16 / bf16       ≤ 1e-2 (fp32 math on the exact 16-bit inputs; each output is rounded once to
-//                    16 bits: ≤ 2^-11 (f16) / 2^-8 (bf16) relative per element).
+//                    16 bits: ≤ 2^-11 (f16) / 2^-8 (bf16) relative per element);
+//   f32, TF32 GEMMs  ≤ 5e-3 (both operands of every GEMM rounded to 10 mantissa bits, 2^-11
+//                    relative each; the sums of K such products keep about that, and the gates
+//                    and contracting recurrences after them do not amplify it).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -33,21 +39,25 @@ using test::LayerCase;
 using test::LayerData;
 
 constexpr double kTolF32 = 1e-5;
-constexpr double kTol16 = 1e-2;  // see the header: one 16-bit rounding per output element
+constexpr double kTol16 = 1e-2;    // see the header: one 16-bit rounding per output element
+constexpr double kTolTf32 = 5e-3;  // see the header: TF32 operands in every GEMM
 
-double tolerance(DType dtype) {
-  return dtype == DType::F32 ? kTolF32 : kTol16;
+double tolerance(DType dtype, GemmMath math) {
+  if (dtype != DType::F32) return kTol16;
+  return math == GemmMath::Tf32 ? kTolTf32 : kTolF32;
 }
 
 struct GpuCase {
   LayerCase c;
   ScanAlgo algo = ScanAlgo::Parallel;
   bool misalign = false;  // every user tensor one element into its allocation: no vectors
+  GemmMath math = GemmMath::Fp32;
 };
 
 std::string name_of(const ::testing::TestParamInfo<GpuCase>& info) {
   const GpuCase& g = info.param;
-  return std::string(to_string(g.algo)) + "_" + g.c.name() + (g.misalign ? "_misaligned" : "");
+  return std::string(to_string(g.algo)) + "_" + g.c.name() + (g.misalign ? "_misaligned" : "") +
+         (g.math == GemmMath::Tf32 ? "_tf32" : "");
 }
 
 // A device tensor of `dtype`, optionally starting one element into its allocation.
@@ -108,12 +118,21 @@ const LayerData& reference_of(const LayerCase& c) {
 
 // Checks a relative error against the dtype's tolerance and records it (--gtest_output shows it).
 void expect_close(const std::vector<double>& got, const std::vector<double>& want,
-                  const std::string& what, DType dtype) {
+                  const std::string& what, double tol) {
   const double err = test::rel_error(got, want);
   char text[32];
   std::snprintf(text, sizeof(text), "%.3e", err);
   ::testing::Test::RecordProperty("err_" + what, text);
-  EXPECT_LE(err, tolerance(dtype)) << what;
+  EXPECT_LE(err, tol) << what;
+}
+
+// Whether every byte of t is still the 0xFF poison.
+bool still_poisoned(const DevTensor& t) {
+  std::vector<unsigned char> raw(t.buf.bytes());
+  t.buf.copy_to_host(raw.data(), raw.size());
+  for (unsigned char b : raw)
+    if (b != 0xFF) return false;
+  return true;
 }
 
 // Elements of a [T, B, width] tensor at padded steps that are not exactly zero.
@@ -136,12 +155,14 @@ TEST_P(LinearLayerGpu, MatchesReference) {
   const LayerData& s = reference_of(c);
   const bool mis = g.misalign;
   const DType dt = c.dtype;
+  const double tol = tolerance(dt, g.math);
   const Shape xs{c.T, c.B, c.I}, ys{c.T, c.B, c.H}, ss{c.desc().state_size() / c.H, c.B, c.H},
       ps{c.desc().param_count()};
   const std::span<const std::int32_t> lengths(c.lengths);
 
-  LinearLayer layer(c.desc(), c.T, c.B, dt, Device::cuda(0), g.algo);
+  LinearLayer layer(c.desc(), c.T, c.B, dt, Device::cuda(0), g.algo, g.math);
   ASSERT_EQ(layer.algo(), g.algo);
+  ASSERT_EQ(layer.math(), g.math);
   const DevTensor x = upload(s.x, mis, dt), params = upload(s.params, mis, dt);
   const DevTensor dy = upload(s.dy, mis, dt);
   const DevTensor state0 = upload(s.state0, mis, dt), dstate_n = upload(s.dstate_n, mis, dt);
@@ -155,9 +176,10 @@ TEST_P(LinearLayerGpu, MatchesReference) {
                   nullptr, lengths);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   };
-  auto backward = [&] {
+  auto backward = [&](bool with_dx) {
     layer.backward(x.view(xs), params.view(ps), optional(state0), dy.view(ys), optional(dstate_n),
-                   dx.view(xs), dparams.view(ps), optional(dstate0), nullptr, lengths);
+                   with_dx ? dx.view(xs) : TensorView(), dparams.view(ps), optional(dstate0),
+                   nullptr, lengths);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   };
 
@@ -167,30 +189,42 @@ TEST_P(LinearLayerGpu, MatchesReference) {
   state_n.buf.fill_bytes(0xFF);
   forward();
   const auto y_got = download(y);
-  expect_close(y_got, s.y, "y", dt);
+  expect_close(y_got, s.y, "y", tol);
   if (c.with_state) {
-    expect_close(download(state_n), s.state_n, "state_n", dt);
+    expect_close(download(state_n), s.state_n, "state_n", tol);
   }
   EXPECT_EQ(y_first, y_got) << "two forward runs differ: the layer must be deterministic";
   EXPECT_EQ(nonzero_padding(c, y_got, c.H), 0) << "y at padded steps must be exactly zero";
 
-  backward();
+  backward(true);
   const auto dparams_first = download(dparams), dx_first = download(dx);
   dx.buf.fill_bytes(0xFF);
   dparams.buf.fill_bytes(0xFF);
   dstate0.buf.fill_bytes(0xFF);
-  backward();
+  backward(true);
   const auto dx_got = download(dx), dparams_got = download(dparams);
-  expect_close(dx_got, s.dx, "dx", dt);
+  expect_close(dx_got, s.dx, "dx", tol);
   for (const test::ParamBlock& b : test::param_blocks(c))
     expect_close(slice(dparams_got, b.begin, b.end), slice(s.dparams, b.begin, b.end),
-                 std::string("d") + b.name, dt);
+                 std::string("d") + b.name, tol);
   if (c.with_state) {
-    expect_close(download(dstate0), s.dstate0, "dstate0", dt);
+    expect_close(download(dstate0), s.dstate0, "dstate0", tol);
   }
   EXPECT_EQ(nonzero_padding(c, dx_got, c.I), 0) << "dx at padded steps must be exactly zero";
   EXPECT_EQ(dx_first, dx_got) << "two backward runs differ: the layer must be deterministic";
   EXPECT_EQ(dparams_first, dparams_got) << "two backward runs differ";
+
+  // Without dx: nothing written there, the other gradients unchanged bit for bit.
+  const auto dstate0_got = download(dstate0);
+  dx.buf.fill_bytes(0xFF);
+  dparams.buf.fill_bytes(0xFF);
+  dstate0.buf.fill_bytes(0xFF);
+  backward(false);
+  EXPECT_TRUE(still_poisoned(dx)) << "a backward without dx wrote into the dx buffer";
+  EXPECT_EQ(download(dparams), dparams_got) << "dparams differs without dx";
+  if (c.with_state) {
+    EXPECT_EQ(download(dstate0), dstate0_got) << "dstate0 differs without dx";
+  }
 }
 
 std::vector<GpuCase> cases() {
@@ -252,6 +286,10 @@ std::vector<GpuCase> cases() {
         c.lengths = m.lengths;
         v.push_back({c, algo});
       }
+  // TF32 GEMMs: vectors (H = 64) and a long scalar case with 2 lookback levels (H = 130).
+  for (const Config& cf : configs)
+    for (const Size& sz : {Size{7, 3, 32, 64}, Size{4099, 3, 5, 130}})
+      v.push_back({make(cf, sz, true), ScanAlgo::Parallel, false, GemmMath::Tf32});
   for (const Config& cf : configs) {
     LayerCase c = make(cf, {333, 5, 5, 64}, false);  // lengths without states
     c.lengths = {0, 333, 1, 170, 64};

@@ -308,6 +308,14 @@ TEST(LongMemoryCpu, RejectsBadConfig) {
   c = tiny(1);
   c.adam_eps = 0.0;
   EXPECT_THROW(train_long_memory(c), InvalidArgument);
+  c = tiny(1);  // the CPU backend: TF32 is the GPU's
+  c.math = GemmMath::Tf32;
+  try {
+    train_long_memory(c);
+    ADD_FAILURE() << "expected Unsupported for TF32 on the CPU backend";
+  } catch (const Unsupported& e) {
+    EXPECT_CONTAINS(std::string(e.what()), "GEMM math tf32 runs on the GPU backend");
+  }
 }
 
 }  // namespace

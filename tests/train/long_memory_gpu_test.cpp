@@ -1,6 +1,7 @@
 // The long-memory job's GPU pieces: the device Adam against reference::adam_update, the device
 // batch generator against the documented stream, and the GPU trainer: its first losses agree with
-// the CPU reference, it resumes bit for bit, and a short run's loss falls.
+// the CPU reference, it resumes bit for bit, and a short run's loss falls, with fp32 and with
+// TF32 GEMMs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -179,6 +180,20 @@ TEST(LongMemoryGpu, LossesAgreeWithTheCpuReference) {
   for (std::size_t i = 1; i < 3; ++i) EXPECT_NEAR(gpu[i], cpu[i], 1e-3 * cpu[i]) << "iter " << i;
 }
 
+// TF32 GEMMs: the first loss (a forward pass) within 5e-3 relative of the fp32 CPU reference
+// (TF32 operands, 2^-11 relative each, in every projection; the loss is a smooth function of the
+// last step's output).
+TEST(LongMemoryGpu, Tf32FirstLossAgreesWithTheCpuReference) {
+  LongMemoryConfig g = small(TrainBackend::Gpu, 1);
+  g.math = GemmMath::Tf32;
+  const std::vector<double> gpu = losses_of(g);
+  const std::vector<double> cpu = losses_of(small(TrainBackend::Cpu, 1));
+  ASSERT_EQ(gpu.size(), 1u);
+  ASSERT_EQ(cpu.size(), 1u);
+  EXPECT_NEAR(gpu[0], cpu[0], 5e-3 * cpu[0]);
+  EXPECT_NE(gpu[0], cpu[0]) << "TF32 GEMMs round: an exact match suggests they did not run";
+}
+
 TEST(LongMemoryGpu, ResumeIsBitwiseEqualToStraightRun) {
   const std::string dir = ::testing::TempDir();
   const std::string straight = dir + "/gpu_straight.ckpt", split = dir + "/gpu_split.ckpt";
@@ -208,18 +223,24 @@ TEST(LongMemoryGpu, ResumeIsBitwiseEqualToStraightRun) {
 }
 
 TEST(LongMemoryGpu, ShortRunLossFalls) {
-  LongMemoryConfig c;
-  c.steps = 256;
-  c.hidden = 32;
-  c.batch = 32;
-  c.iterations = 400;
-  c.stop_after_perfect = 0;  // a fixed length, so the last 10 batches are well past the drop
-  c.backend = TrainBackend::Gpu;
-  const LongMemoryResult r = train_long_memory(c);
-  EXPECT_EQ(r.train.backend.rfind("gpu", 0), 0u);
-  EXPECT_LT(r.train.final_loss, 0.5 * r.train.first_loss)
-      << "iterations " << r.last_iteration << ", converged " << r.converged;
-  EXPECT_GT(r.iterations_per_second, 0.0);
+  for (GemmMath math : {GemmMath::Fp32, GemmMath::Tf32}) {
+    LongMemoryConfig c;
+    c.steps = 256;
+    c.hidden = 32;
+    c.batch = 32;
+    c.iterations = 400;
+    c.stop_after_perfect = 0;  // a fixed length, so the last 10 batches are well past the drop
+    c.backend = TrainBackend::Gpu;
+    c.math = math;
+    const LongMemoryResult r = train_long_memory(c);
+    EXPECT_EQ(r.train.backend.rfind("gpu", 0), 0u);
+    EXPECT_EQ(r.train.backend.find("TF32") != std::string::npos, math == GemmMath::Tf32)
+        << r.train.backend;
+    EXPECT_LT(r.train.final_loss, 0.5 * r.train.first_loss)
+        << to_string(math) << ": iterations " << r.last_iteration << ", converged "
+        << r.converged;
+    EXPECT_GT(r.iterations_per_second, 0.0);
+  }
 }
 
 }  // namespace

@@ -271,11 +271,19 @@ void add_bench_command(CLI::App& app, const std::string& command_line) {
   auto layer_dtype = std::make_shared<std::string>("f32");
   layers->add_option("--dtype", *layer_dtype, "Figure 1 tensors: f32, f16 or bf16 (fp32 math)")
       ->capture_default_str();
-  layers->callback([common, layer_opts, only, layer_dtype] {
+  auto layer_maths = std::make_shared<std::vector<std::string>>(std::vector<std::string>{"fp32"});
+  layers->add_option("--math", *layer_maths,
+                     "GEMM maths of prnn's layers, each its own impl: fp32, tf32 (e.g. fp32,tf32)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "tf32"}))
+      ->capture_default_str();
+  layers->callback([common, layer_opts, only, layer_dtype, layer_maths] {
     LayersBenchOptions o = *layer_opts;
     if (*only == "figure1") o.table2 = false;
     if (*only == "table2") o.figure1 = false;
     o.dtype = parse_dtype(*layer_dtype);
+    o.maths.clear();
+    for (const std::string& m : *layer_maths) o.maths.push_back(parse_gemm_math(m));
     run_with_csv(*common, [&](const BenchSink& sink) { run_layers_bench(o, sink); });
   });
 

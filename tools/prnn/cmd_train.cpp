@@ -41,6 +41,7 @@ struct TrainOptions {
   std::int64_t log_every = 100;
   std::int64_t save_every = -1;  // -1: the same as log_every
   std::string backend = "auto";
+  std::string math = "fp32";
 };
 
 // ---- Dynamic-graph models (prnn/models.h) -----------------------------------------------------
@@ -351,9 +352,10 @@ void run_long_memory_command(const LongMemoryConfig& config, std::int64_t log_ev
   fmt::print("long-memory task (Hochreiter & Schmidhuber 2b): remember the sign of the first of {} "
              "one-hot vectors (alphabet {})\n",
              config.steps, kLongMemoryAlphabet);
-  fmt::print("model: GILR-LSTM {}-{} + linear classifier, batch {}, Adam lr {} eps {}, seed {}\n",
+  fmt::print("model: GILR-LSTM {}-{} + linear classifier, batch {}, Adam lr {} eps {}, seed {}, "
+             "GEMMs {}\n",
              config.hidden, config.hidden, config.batch, config.learning_rate, config.adam_eps,
-             config.seed);
+             config.seed, to_string(config.math));
   if (config.resume) fmt::print("resuming from {}\n", config.checkpoint);
   const bool tty = isatty(fileno(stdout)) != 0;
   ProgressBar bar(config.iterations);
@@ -436,6 +438,9 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   lm->add_option("--backend", o->backend, "auto (GPU if present), gpu, or cpu (the reference)")
       ->check(CLI::IsMember({"auto", "gpu", "cpu"}))->capture_default_str();
+  lm->add_option("--math", o->math,
+                 "GEMM math of the GPU layers: fp32, or tf32 (tensor cores, faster at long T)")
+      ->check(CLI::IsMember({"fp32", "tf32"}))->capture_default_str();
   lm->callback([o, steps, hidden, batch, lr, eps, seed] {
     LongMemoryConfig cfg = o->config;
     if (cfg.resume && !cfg.checkpoint.empty()) {
@@ -453,6 +458,7 @@ void add_train_command(CLI::App& app) {
     static const std::map<std::string, TrainBackend> backends{
         {"auto", TrainBackend::Auto}, {"gpu", TrainBackend::Gpu}, {"cpu", TrainBackend::Cpu}};
     cfg.backend = backends.at(o->backend);
+    cfg.math = parse_gemm_math(o->math);
     run_long_memory_command(cfg, o->log_every);
   });
 
