@@ -239,6 +239,17 @@ void CudnnRnn::Impl::configure() {
   const int H = to_int(shape.hidden_size, "hidden size");
   const int B = to_int(shape.batch, "batch");
   const int T = to_int(shape.steps, "steps");
+  // cuDNN 9.14's persistent algorithms fault (illegal address, which ends the process's CUDA
+  // context) once the gate tensor T·B·G·H reaches 2^31 elements: measured on an H200 with LSTM
+  // H = 256 at T = 16384, B = 256 (2^32 gate elements; B = 64 and T = 4096 at 2^30 run). Such a
+  // shape is reported unsupported instead of run.
+  const double gate_elements =
+      double(T) * double(B) * double(gate_count(shape.cell)) * double(H);
+  if (algo != CudnnRnnAlgo::Standard && gate_elements >= 2147483648.0)
+    throw Unsupported(std::string("cuDNN RNN ") + to_string(algo),
+                      "T·B·G·H = " + std::to_string(std::int64_t(gate_elements)) +
+                          " gate elements, at or past 2^31, where the persistent algorithms "
+                          "fault (measured with cuDNN 9.14)");
   const cudnnDataType_t data_type = cudnn_dtype(shape.dtype);
   const cudnnMathType_t math_type =
       shape.dtype == DType::F32 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;

@@ -2,7 +2,10 @@
 //   table1: PLR vs SLR vs CUB InclusiveScanByKey, B = 1, T × C (the paper's Table 1)
 //   sweep:  forward / backward G elements/s and % of measured copy bandwidth over T × C
 //           (fwd f32 moves 12 B/elem, bwd f32 20 B/elem, fwd bf16 6 B/elem)
-//   tiny:   2^16-element problems, µs per call (one launch)
+//   tiny:   2^16-element problems, µs per call (one launch): fwd_us times one call alone (the
+//           host's launch latency included), fwd_us_stream 20 back-to-back calls on a stream
+//           (each call's launch overlaps the previous call's kernel), fwd_us_graph 20 calls
+//           replayed from a CUDA graph
 // Every time is the median of `repeats` event-timed runs after warm-up.
 #include <cuda_runtime.h>
 
@@ -172,8 +175,10 @@ void run_scan_bench(const ScanBenchOptions& o, const BenchSink& sink) {
   }
 
   if (o.tiny && o.only_steps == 0) {
-    // 2^16 elements: one launch. Timed two ways: a stream launch per call (includes the host's
-    // launch overhead), and CUDA-graph replays (the kernel's own time plus the graph launch).
+    // 2^16 elements: one launch. Timed three ways: one stream launch per timing (includes the
+    // host's launch latency), 20 back-to-back stream launches per timing (the host launches the
+    // next call while the GPU runs the last), and CUDA-graph replays (the kernel's own time plus
+    // the graph launch).
     for (std::int64_t C : {1, 16, 256}) {
       const std::int64_t T = (std::int64_t{1} << 16) / C;
       const std::string c = shape_case(DType::F32, T, 1, C);
@@ -188,9 +193,16 @@ void run_scan_bench(const ScanBenchOptions& o, const BenchSink& sink) {
       f.h = TensorView(s.h.data(), d.dtype, d.sequence_shape(), d.device);
       cudaStream_t stream;
       PRNN_CUDA_CHECK(cudaStreamCreate(&stream));
+      constexpr int kReplaysPerTiming = 20;
+      const double stream_us = bench::median_us(
+          [&] {
+            for (int i = 0; i < kReplaysPerTiming; ++i) scan.forward(f, stream);
+          },
+          o.repeats, 3, stream);
+      scan.check(stream);
+      row(c, "prnn-plr", "fwd_us_stream", stream_us / kReplaysPerTiming, "us");
       cudaGraph_t graph;
       cudaGraphExec_t exec;
-      constexpr int kReplaysPerTiming = 20;
       PRNN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
       for (int i = 0; i < kReplaysPerTiming; ++i) scan.forward(f, stream);
       PRNN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
