@@ -76,13 +76,16 @@ def plot_figure1(rows, out):
             continue
         c = parse_case(r["case"])
         label = c["layer"] + (f"({c['k']})" if "k" in c else "")
+        if r["impl"].endswith("-tf32"):
+            label += ", TF32 GEMMs"
         series[label].append((int(c["T"]), float(r["value"])))
     if not series:
         return False
     fig, ax = plt.subplots(figsize=(6, 4.2))
     for label in sorted(series):
         pts = sorted(series[label])
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], ":" if "TF32" in label else "-",
+                marker="o", label=label)
     ax.axhline(1.0, color="black", linestyle="--", linewidth=1)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
@@ -97,10 +100,18 @@ def plot_figure1(rows, out):
     return True
 
 
+# Table 2's series: impl -> (line style, legend name).
+TABLE2_IMPLS = {
+    "prnn-gilr_lstm": ("-", "GILR-LSTM"),
+    "prnn-gilr_lstm-tf32": (":", "GILR-LSTM, TF32 GEMMs"),
+    "cudnn-best": ("--", "cuDNN LSTM"),
+}
+
+
 def plot_table2(rows, out):
     series = defaultdict(list)
     for r in rows:
-        if r["metric"] != "train_throughput" or r["impl"] not in ("prnn-gilr_lstm", "cudnn-best"):
+        if r["metric"] != "train_throughput" or r["impl"] not in TABLE2_IMPLS:
             continue
         c = parse_case(r["case"])
         series[(r["impl"], int(c["B"]))].append((int(c["T"]), float(r["value"])))
@@ -111,7 +122,7 @@ def plot_table2(rows, out):
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for n, b in enumerate(batches):
         color = colors[n % len(colors)]
-        for impl, style, name in (("prnn-gilr_lstm", "-", "GILR-LSTM"), ("cudnn-best", "--", "cuDNN LSTM")):
+        for impl, (style, name) in TABLE2_IMPLS.items():
             pts = sorted(series.get((impl, b), []))
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", color=color,
