@@ -35,13 +35,11 @@ Activation activation_of(Cell cell) {
   return Activation::ReLU;  // unused by the gated cells
 }
 
-// How a GEMM multiplies: fp32 (the handle's PEDANTIC math), or TF32 tensor cores with fp32
-// accumulation (the all-timestep GEMMs of 16-bit layers, see gemm_rnn.h).
-enum class GemmMath : std::uint8_t { Fp32, Tf32 };
-
 // Row-major C[M, N] = op(A)[M, K] · op(B)[K, N] + beta·C, fp32 in and out; lda, ldb, ldc are the
 // row strides of the stored matrices (A is [M, K], or [K, M] when transposed). cuBLAS is
 // column-major, so this computes Cᵀ = op(B)ᵀ · op(A)ᵀ.
+// math (prnn/dtype.h): Fp32 is the handle's PEDANTIC math; Tf32 switches the handle to TF32
+// tensor cores for this GEMM (the all-timestep GEMMs of 16-bit layers, see gemm_rnn.h).
 void gemm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
           const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
           std::int64_t ldc, GemmMath math = GemmMath::Fp32) {
