@@ -243,11 +243,10 @@ void CudnnRnn::Impl::configure() {
   // context) once the gate tensor T·B·G·H reaches 2^31 elements: measured on an H200 with LSTM
   // H = 256 at T = 16384, B = 256 (2^32 gate elements; B = 64 and T = 4096 at 2^30 run). Such a
   // shape is reported unsupported instead of run.
-  const double gate_elements =
-      double(T) * double(B) * double(gate_count(shape.cell)) * double(H);
-  if (algo != CudnnRnnAlgo::Standard && gate_elements >= 2147483648.0)
+  const std::int64_t gate_elements = std::int64_t{T} * B * gate_count(shape.cell) * H;
+  if (algo != CudnnRnnAlgo::Standard && gate_elements >= (std::int64_t{1} << 31))
     throw Unsupported(std::string("cuDNN RNN ") + to_string(algo),
-                      "T·B·G·H = " + std::to_string(std::int64_t(gate_elements)) +
+                      "T·B·G·H = " + std::to_string(gate_elements) +
                           " gate elements, at or past 2^31, where the persistent algorithms "
                           "fault (measured with cuDNN 9.14)");
   const cudnnDataType_t data_type = cudnn_dtype(shape.dtype);

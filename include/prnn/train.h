@@ -91,7 +91,8 @@ struct LongMemoryConfig {
   TrainBackend backend = TrainBackend::Auto;
   // The GPU layers' GEMMs (prnn/layers.h): Tf32 runs them on tensor cores, most of an iteration's
   // time at long T in fp32. The checkpoint does not record it: a run may resume in either mode
-  // (bit-for-bit continuation needs the same one). The CPU backend takes Fp32 only.
+  // (bit-for-bit continuation needs the same one). The CPU backend takes Fp32 only (Unsupported,
+  // from its layers, otherwise).
   GemmMath math = GemmMath::Fp32;
 };
 

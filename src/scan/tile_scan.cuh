@@ -427,8 +427,8 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
   carry_init<V * TPR>(p, tc, carry,
                       [&](std::int32_t b, std::int32_t c) { return Op::init(p, args, b, c); });
 
-  // 3. Fold, scan across rows, level 0 of the lookback: the state entering this thread's first
-  //    step.
+  // 3. Fold, scan across rows, publish, look back (upper levels, then level 0): the state
+  //    entering this thread's first step.
   Pair inc[V];
 #pragma unroll
   for (int i = 0; i < V; ++i) {

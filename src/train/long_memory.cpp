@@ -439,13 +439,7 @@ Device pick_device(const LongMemoryConfig& c) {
   constexpr const char* what = "train_long_memory";
   TrainBackend b = c.backend;
   if (b == TrainBackend::Auto) b = device_count() > 0 ? TrainBackend::Gpu : TrainBackend::Cpu;
-  if (b == TrainBackend::Cpu) {
-    if (c.math != GemmMath::Fp32)
-      throw Unsupported(what, fmt::format("GEMM math {} runs on the GPU backend; the CPU "
-                                          "reference takes fp32",
-                                          to_string(c.math)));
-    return Device::host();
-  }
+  if (b == TrainBackend::Cpu) return Device::host();  // LinearLayer rejects TF32 there
   if (device_count() == 0) throw Unsupported(what, "no GPU: " + no_device_reason());
 #if PRNN_WITH_CUDA
   std::size_t free = 0, total = 0;
