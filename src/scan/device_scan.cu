@@ -103,24 +103,50 @@ struct ScanOp {
                ? load_elem(static_cast<const T*>(p.init), static_cast<std::int64_t>(b) * p.channels + c)
                : 0.0f;
   }
+
+  // Staged rows (forward only; tile_scan.cuh): a and x in, h out.
+  static constexpr int kStagedInputs = 2;
+  __device__ static const void* staged_input(const ScanParams& p, const Args&, int i) {
+    return i == 0 ? p.a : p.u;
+  }
+  __device__ static void* staged_output(const ScanParams& p, const Args&) { return p.out; }
+  template <int V>
+  __device__ static void load_staged(const ScanParams&, const Args&, const Lane&, Pos,
+                                     const void* const (&src)[kStagedInputs], float (&coef)[V],
+                                     float (&in)[V], Step<V>&) {
+    load_vec<T, V>(static_cast<const T*>(src[0]), coef);
+    load_vec<T, V>(static_cast<const T*>(src[1]), in);
+  }
+  template <int V>
+  __device__ static void store_staged(const ScanParams&, const Args&, const Lane&, Pos,
+                                      const float (&state)[V], const Step<V>&, void* dst) {
+    store_vec<T, V>(static_cast<T*>(dst), state);
+  }
 };
 
-template <class T, Mode M, int V, int TPR>
-__global__ void __launch_bounds__(kTileThreads, (kMinBlocks<M, V, TPR>))
+template <class T, Mode M, int V, int TPR, bool Staged>
+__global__ void __launch_bounds__(kTileThreads, (Staged ? kStagedMinBlocks : kMinBlocks<M, V, TPR>))
     parallel_scan_kernel(ScanParams p) {
-  tile_scan<ScanOp<T, M>, V, TPR, kStepsPerThread<M, V, TPR>>(p, typename ScanOp<T, M>::Args{});
+  tile_scan<ScanOp<T, M>, V, TPR, Staged ? kStagedSteps : kStepsPerThread<M, V, TPR>, Staged>(
+      p, typename ScanOp<T, M>::Args{});
 }
 
 // ---- dispatch ----------------------------------------------------------------------------------
 
-template <class T, Mode M, int V, int TPR>
+template <class T, Mode M, int V, int TPR, bool Staged = false>
 const void* kernel_of() {
-  return reinterpret_cast<const void*>(&parallel_scan_kernel<T, M, V, TPR>);
+  return reinterpret_cast<const void*>(&parallel_scan_kernel<T, M, V, TPR, Staged>);
 }
 
-// The one dispatch point: runtime (mode, element type, vector width, threads per row) -> kernel.
+// The one dispatch point: runtime (mode, element type, vector width, threads per row, staged)
+// -> kernel. Staged rows: fp32 forward, 4-channel vectors, one thread per row.
 template <class T, Mode M>
-const void* select_shape(int vector, int tpr) {
+const void* select_shape(int vector, int tpr, bool staged) {
+  if (staged) {
+    if constexpr (M == Mode::Forward && sizeof(T) == 4)
+      if (vector == 4 && tpr == 1) return kernel_of<T, M, 4, 1, true>();
+    return nullptr;
+  }
   if (vector == 4) {
     switch (tpr) {
       case 1: return kernel_of<T, M, 4, 1>();
@@ -142,40 +168,52 @@ const void* select_shape(int vector, int tpr) {
 }
 
 template <Mode M>
-const void* select_elem(Elem elem, int vector, int tpr) {
+const void* select_elem(Elem elem, int vector, int tpr, bool staged) {
   switch (elem) {
-    case Elem::F32: return select_shape<float, M>(vector, tpr);
-    case Elem::F16: return select_shape<__half, M>(vector, tpr);
-    case Elem::BF16: return select_shape<__nv_bfloat16, M>(vector, tpr);
+    case Elem::F32: return select_shape<float, M>(vector, tpr, staged);
+    case Elem::F16: return select_shape<__half, M>(vector, tpr, staged);
+    case Elem::BF16: return select_shape<__nv_bfloat16, M>(vector, tpr, staged);
   }
   return nullptr;
 }
 
+template <Mode M>
+int steps_per_thread(int vector, int tpr) {
+  if (vector == 4) return tpr >= 2 ? kStepsPerThread<M, 4, 2> : kStepsPerThread<M, 4, 1>;
+  return kStepsPerThread<M, 1, 1>;
+}
+
 }  // namespace
 
-ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized) {
-  const int vector = vectorized ? 4 : 1;
-  const int max_tpr = vectorized ? 8 : 32;
+ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, int vector, int elem_bytes,
+                               bool contiguous_rows) {
+  const int max_tpr = vector > 1 ? 8 : 32;
   const std::int64_t slots = (channels + vector - 1) / vector;
   int tpr = 1;
   while (tpr < max_tpr && tpr < slots) tpr *= 2;
-  int steps = 8;
-  if (vectorized) {
-    steps = mode == Mode::Forward ? (tpr >= 2 ? kStepsPerThread<Mode::Forward, 4, 2>
-                                              : kStepsPerThread<Mode::Forward, 4, 1>)
-                                  : kStepsPerThread<Mode::Backward, 4, 1>;
-  }
-  return {vector, tpr, vector * tpr, kTileThreads / tpr * steps};
+  const int width = vector * tpr;
+  // Staged rows: a step of the lane block is one contiguous row holding every channel, one
+  // 16-byte vector (fp32, C = 4).
+  const bool staged = mode == Mode::Forward && contiguous_rows && channels == width &&
+                      vector * elem_bytes == 16 && tpr == 1;
+  const int steps = staged ? kStagedSteps
+                    : mode == Mode::Forward ? steps_per_thread<Mode::Forward>(vector, tpr)
+                                            : steps_per_thread<Mode::Backward>(vector, tpr);
+  return {vector, tpr, width, kTileThreads / tpr * steps, staged};
 }
 
 void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, const ScanParams& p,
                           cudaStream_t stream) {
+  const int vector = tiling.vector, tpr = tiling.threads_per_row;
   const void* k = mode == Mode::Forward
-                      ? select_elem<Mode::Forward>(elem, tiling.vector, tiling.threads_per_row)
-                      : select_elem<Mode::Backward>(elem, tiling.vector, tiling.threads_per_row);
+                      ? select_elem<Mode::Forward>(elem, vector, tpr, tiling.staged)
+                      : select_elem<Mode::Backward>(elem, vector, tpr, tiling.staged);
   if (k == nullptr)
-    throw InternalError("parallel scan: no kernel for vector " + std::to_string(tiling.vector) +
-                        " x " + std::to_string(tiling.threads_per_row) + " threads per row");
+    throw InternalError("parallel scan: no kernel for vector " + std::to_string(vector) + " x " +
+                        std::to_string(tpr) + " threads per row" +
+                        (tiling.staged ? " (staged)" : ""));
+  if (tiling.staged && (p.stride_t != tiling.lane_width || p.channels != tiling.lane_width))
+    throw InternalError("parallel scan: staged rows need stride_t == W == C");
   ScanParams params = p;
   void* args[] = {&params};
   PRNN_CUDA_CHECK(cudaLaunchKernel(k, dim3(static_cast<unsigned>(p.num_tiles)), dim3(kTileThreads),

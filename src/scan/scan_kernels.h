@@ -20,8 +20,12 @@ struct ParallelTiling {
   int threads_per_row = 1;  // TPR
   int lane_width = 0;       // W = V * TPR: channels per tile
   int tile_steps = 0;       // L: steps per tile
+  bool staged = false;      // forward rows staged through shared memory (tile_scan.cuh)
 };
-ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized);
+// contiguous_rows: a lane block's step is one contiguous row (stride_t == C: batch 1 or
+// batch-major); with C == W == one 16-byte vector (fp32, C = 4) the forward then stages rows.
+ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, int vector, int elem_bytes = 4,
+                               bool contiguous_rows = false);
 void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, const ScanParams& p,
                           cudaStream_t stream);
 

@@ -29,6 +29,17 @@
 //   template <int V> static void store_padding(p, args, lane, t);      // t in [len, T)
 //   template <int V> static void store_final(p, args, lane, const state[V]);  // after step len-1
 //   static float init(p, args, b, c);              // state before the first step
+// and, for the staged form of tile_scan (Staged = true; a lane block's step is one contiguous
+// row, stride_t == W == C, and V elements are 16 bytes):
+//   static constexpr int kStagedInputs;            // tensors a step reads, each [.., W] rows
+//   static const void* staged_input(p, args, i);   // base of input i (indexed by Pos::at)
+//   static void* staged_output(p, args);           // base of the one staged output
+//   template <int V> static void load_staged(p, args, lane, Pos, src[kStagedInputs], coef, in, Step&);
+//   template <int V> static void store_staged(p, args, lane, Pos, state, Step, void* dst);
+// A warp whose steps are all valid then copies its region (32/TPR rows x R steps, contiguous in
+// memory) into shared memory with coalesced 16-byte loads, each thread reads its own steps back,
+// and the outputs leave the same way. Measured (bench/scan/datapath_lab.cu, H200, no lookback):
+// 245 -> 314-355 G elem/s at C = 4 and 32 against per-thread loads of the same tile.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -381,8 +392,36 @@ __device__ __forceinline__ void tile_prefix(const ScanParams& p, unsigned epoch,
   for (int i = 0; i < V; ++i) state_in[i] = fmaf(excl[i].a, s_carry[k * V + i], excl[i].x);
 }
 
-// One tile of the scan (the body of every tile-scan kernel; 256 threads).
+// ---- staged rows -------------------------------------------------------------------------------
+
+// Where a warp's region is: its first logical step, its lowest physical step, and the map from
+// a 16-byte chunk of the region (c = 0 .. 32·R - 1, in memory order) to the thread that owns it
+// and that thread's step r. Chunk c holds slot c % TPR of physical step t_lo + c / TPR.
+template <int TPR, int R>
+struct WarpRegion {
+  static constexpr int kSteps = 32 / TPR * R;
+  static constexpr int kPitch = 32 + 1;  // chunks per staged step row: one pad against conflicts
+  std::int64_t t_lo = 0;
+  bool forward = true;
+  __device__ __forceinline__ int slot(int c) const {
+    const int s = c / TPR;
+    const int u = forward ? s : kSteps - 1 - s;  // logical step within the warp
+    return (u % R) * kPitch + (u / R) * TPR + c % TPR;
+  }
+};
+
 template <class Op, int V, int TPR, int R>
+struct StagedRows {
+  static_assert(32 % TPR == 0);
+  __device__ static uint4 (&buffer())[kTileWarps][Op::kStagedInputs][R * WarpRegion<TPR, R>::kPitch] {
+    __shared__ uint4 s[kTileWarps][Op::kStagedInputs][R * WarpRegion<TPR, R>::kPitch];
+    return s;
+  }
+};
+
+// One tile of the scan (the body of every tile-scan kernel; 256 threads). Staged: see the Op
+// contract above; the launch guarantees stride_t == W == C and 16-byte vectors.
+template <class Op, int V, int TPR, int R, bool Staged = false>
 __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op::Args& args) {
   constexpr int kRowsPerWarp = 32 / TPR;
   using Step = typename Op::template Step<V>;
@@ -406,7 +445,39 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
   // 1. Load R steps; padding and out-of-range steps are the identity (1, 0).
   float coef[R][V], in[R][V];
   Step step[R];
-  if (ln.ok && tc.q0 + R <= ln.len) {  // every step valid
+  // Staged: the warp's first step and whether all of its steps are valid (warp-uniform: a tile
+  // is one batch entry when W == C).
+  using Region = WarpRegion<TPR, R>;
+  const std::int64_t warp_q0 = tc.j * (kTileThreads / TPR * R) + warp * Region::kSteps;
+  const bool staged = Staged && warp_q0 + Region::kSteps <= ln.len;
+  Region region;
+  if constexpr (Staged) {
+    region.forward = dir > 0;
+    region.t_lo = dir > 0 ? warp_q0 : ln.len - warp_q0 - Region::kSteps;
+  }
+  if (staged) {
+    if constexpr (Staged) {
+      auto& buf = StagedRows<Op, V, TPR, R>::buffer()[warp];
+      const std::int64_t first = (ln.base - ln.c + region.t_lo * p.stride_t) / V;  // in chunks
+#pragma unroll
+      for (int i = 0; i < Op::kStagedInputs; ++i) {
+        const uint4* src = static_cast<const uint4*>(Op::staged_input(p, args, i)) + first;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const int c = r * 32 + lane;
+          buf[i][region.slot(c)] = __ldg(src + c);
+        }
+      }
+      __syncwarp();
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const void* from[Op::kStagedInputs];
+#pragma unroll
+        for (int i = 0; i < Op::kStagedInputs; ++i) from[i] = &buf[i][r * Region::kPitch + lane];
+        Op::template load_staged<V>(p, args, ln, pos(r), from, coef[r], in[r], step[r]);
+      }
+    }
+  } else if (ln.ok && tc.q0 + R <= ln.len) {  // every step valid
 #pragma unroll
     for (int r = 0; r < R; ++r) Op::template load<V>(p, args, ln, pos(r), coef[r], in[r], step[r]);
   } else {
@@ -446,7 +517,28 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
     asm volatile("" : "+l"(at0_r), "+l"(step_r), "+l"(t0_r));
     auto pos_r = [&](int r) { return Pos{tc.q0 + r, t0_r + dir * r, at0_r + r * step_r}; };
     if (tc.j == 0 && row == 0 && ln.len == 0) Op::template store_final<V>(p, args, ln, state);
-    if (tc.q0 + R < ln.len) {  // every step valid, none the last
+    if (staged) {
+      if constexpr (Staged) {
+        auto& buf = StagedRows<Op, V, TPR, R>::buffer()[warp];
+        __syncwarp();  // every thread has read its inputs back
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+          for (int i = 0; i < V; ++i) state[i] = fmaf(coef[r][i], state[i], in[r][i]);
+          Op::template store_staged<V>(p, args, ln, pos_r(r), state, step[r],
+                                       &buf[0][r * Region::kPitch + lane]);
+        }
+        if (tc.q0 + R == ln.len) Op::template store_final<V>(p, args, ln, state);
+        __syncwarp();
+        uint4* dst = static_cast<uint4*>(Op::staged_output(p, args)) +
+                     (ln.base - ln.c + region.t_lo * p.stride_t) / V;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const int c = r * 32 + lane;
+          dst[c] = buf[0][region.slot(c)];
+        }
+      }
+    } else if (tc.q0 + R < ln.len) {  // every step valid, none the last
 #pragma unroll
       for (int r = 0; r < R; ++r) {
 #pragma unroll
@@ -481,5 +573,11 @@ inline constexpr int kStepsPerThread = V == 1 ? 8 : (M == Mode::Forward && TPR >
 template <Mode M, int V, int TPR>
 inline constexpr int kMinBlocks = (M == Mode::Forward && V == 4 && TPR >= 2) ? 2
                                   : (M == Mode::Forward ? 3 : 2);
+// The staged form keeps the per-thread form's 4 steps and 3 CTAs per SM (shared memory: 8 warps
+// x 2 inputs x 4 steps x 33 x 16 B = 34 KB). It exists for one thread per row only: with 2 or more
+// (C = 8..32), staging halves the tile (8 steps per thread do not fit the 48 KB of static shared
+// memory), and at C = 32 the doubled tile count cost 37 % forward (bench/scan/NOTES.md).
+inline constexpr int kStagedSteps = 4;
+inline constexpr int kStagedMinBlocks = 3;
 
 }  // namespace prnn::scan

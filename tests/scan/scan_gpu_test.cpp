@@ -158,12 +158,24 @@ std::vector<GpuCase> cases() {
   v.push_back({2049, 2, 8, btc, rev, false, DType::F16, ScanAlgo::Parallel});
   v.push_back({1000, 2, 128, btc, rev, true, DType::F32, ScanAlgo::Parallel, true});
   v.push_back({333, 3, 4, tbc, fwd, false, DType::BF16, ScanAlgo::Parallel, true});
+  // 16-bit tensors with 4-channel vectors at more widths, lengths, reverse
+  v.push_back({333, 3, 16, tbc, rev, true, DType::F16, ScanAlgo::Parallel});
+  v.push_back({1000, 2, 24, btc, fwd, true, DType::BF16, ScanAlgo::Parallel});
+  v.push_back({1031, 3, 32, btc, rev, true, DType::BF16, ScanAlgo::Parallel});
+  // staged fp32 rows (C = 4, B = 1 or batch-major): lengths, reverse, several tiles; and the
+  // same C = 4 shapes where rows are not contiguous (time-major, B > 1) or misaligned
+  v.push_back({4099, 1, 4, tbc, fwd, true, DType::F32, ScanAlgo::Parallel});
+  v.push_back({3001, 3, 4, btc, rev, true, DType::F32, ScanAlgo::Parallel});
+  v.push_back({70001, 1, 4, tbc, rev, false, DType::F32, ScanAlgo::Parallel});
+  v.push_back({3001, 3, 4, tbc, fwd, true, DType::F32, ScanAlgo::Parallel});
+  v.push_back({4101, 1, 4, tbc, fwd, true, DType::F32, ScanAlgo::Parallel, true});
   // multi-level lookback: 2 levels (C=1: 2048 steps per tile), 3 levels (C=33: 64 steps;
   // C=32 vectorized: 256 steps forward, 128 backward)
   v.push_back({300007, 1, 32, btc, fwd, true, DType::F32, ScanAlgo::Parallel});
   v.push_back({(1 << 20) + 3, 1, 1, tbc, fwd, false, DType::F32, ScanAlgo::Parallel});
   v.push_back({200003, 1, 33, tbc, rev, false, DType::F32, ScanAlgo::Parallel});
   v.push_back({150001, 2, 4, btc, fwd, true, DType::F32, ScanAlgo::Parallel});
+  v.push_back({1200007, 1, 4, tbc, fwd, true, DType::F32, ScanAlgo::Parallel});
   return v;
 }
 
