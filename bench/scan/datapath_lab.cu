@@ -83,6 +83,23 @@ __device__ __forceinline__ void spin(long long cycles) {
   }
 }
 
+// The tile's stand-in for fold + lookback: fold the thread's steps, wait `wait` cycles, meet at
+// a CTA barrier, and start the rescan from a state that depends on the fold (so the loads are
+// live across the wait, as in the kernel).
+template <class T, int V, int R>
+__device__ __forceinline__ void fold_and_wait(const Vec<T, V> (&ra)[R], const Vec<T, V> (&rx)[R],
+                                              long long wait, float (&s)[V]) {
+  float agg = 0.0f;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < V; ++i) agg = fmaf(to_f(ra[r].v[i]), agg, to_f(rx[r].v[i]));
+  spin(wait);
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < V; ++i) s[i] = agg * 1e-30f;
+}
+
 // Direct pattern: thread (row, k) loads steps [row*R, row*R + R) of channels [k*V, k*V + V).
 template <class T, int V, int TPR, int R, int MinBlocks, bool Nc>
 __global__ void __launch_bounds__(kThreads, MinBlocks)
@@ -105,16 +122,8 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     ra[r] = ld<Nc>(reinterpret_cast<const Vt*>(a + base + r * static_cast<std::int64_t>(channels)));
     rx[r] = ld<Nc>(reinterpret_cast<const Vt*>(x + base + r * static_cast<std::int64_t>(channels)));
   }
-  float agg = 0.0f;
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int i = 0; i < V; ++i) agg = fmaf(to_f(ra[r].v[i]), agg, to_f(rx[r].v[i]));
-  spin(wait);
-  __syncthreads();
   float s[V];
-#pragma unroll
-  for (int i = 0; i < V; ++i) s[i] = agg * 1e-30f;
+  fold_and_wait<T, V, R>(ra, rx, wait, s);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     Vt o;
@@ -162,16 +171,8 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     *reinterpret_cast<uint4*>(&ra[r]) = sa[warp][r * kRow + lane];
     *reinterpret_cast<uint4*>(&rx[r]) = sx[warp][r * kRow + lane];
   }
-  float agg = 0.0f;
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int i = 0; i < V; ++i) agg = fmaf(to_f(ra[r].v[i]), agg, to_f(rx[r].v[i]));
-  spin(wait);
-  __syncthreads();
   float s[V];
-#pragma unroll
-  for (int i = 0; i < V; ++i) s[i] = agg * 1e-30f;
+  fold_and_wait<T, V, R>(ra, rx, wait, s);
   Vt o[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
