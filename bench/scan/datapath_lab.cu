@@ -2,7 +2,8 @@
 // registers stream a, x -> h, with no lookback at all, and how does a fixed per-tile wait (a
 // stand-in for the lookback) change that? Standalone (nvcc -O3 -arch=sm_90), timing only:
 //   nvcc -O3 -std=c++20 -arch=sm_90 bench/scan/datapath_lab.cu -o /tmp/datapath && /tmp/datapath
-// One CSV row per (variant, shape, wait): G elements/s, median of 15 event-timed launches.
+// (Also built as prnn_scan_datapath_lab by the GPU build.) One CSV row per (variant, shape, wait):
+// G elements/s, median of 15 event-timed launches.
 //
 // A tile is W = V*TPR channels x L = 256/TPR*R steps, as in src/scan/tile_scan.cuh. Each thread
 // owns R consecutive steps of V channels, folds them, waits `wait` cycles (clock64 spin), rescans
