@@ -104,6 +104,11 @@ template <class T>
 const T* ptr_or_null(const TensorView& t) {
   return t.empty() ? nullptr : t.data_as<const T>();
 }
+// The same for an optional output.
+template <class T>
+T* out_or_null(const TensorView& t) {
+  return t.empty() ? nullptr : t.data_as<T>();
+}
 
 #if PRNN_WITH_CUDA
 using layers::LayerArgs;
@@ -315,7 +320,7 @@ void LinearLayer::forward(const TensorView& x, const TensorView& params, const T
       using T = decltype(type_tag);
       reference::linear_layer_forward<T>(
           s.desc, g.T, g.B, x.data_as<const T>(), params.data_as<const T>(), ptr_or_null<T>(state0),
-          y.data_as<T>(), state_n.empty() ? nullptr : state_n.data_as<T>(),
+          y.data_as<T>(), out_or_null<T>(state_n),
           masked ? lengths.data() : nullptr);
     };
     if (s.dtype == DType::F64) run(double{});
@@ -366,9 +371,8 @@ void LinearLayer::backward(const TensorView& x, const TensorView& params, const 
       using T = decltype(type_tag);
       reference::linear_layer_backward<T>(
           s.desc, g.T, g.B, x.data_as<const T>(), params.data_as<const T>(), ptr_or_null<T>(state0),
-          dy.data_as<const T>(), ptr_or_null<T>(dstate_n), dx.empty() ? nullptr : dx.data_as<T>(),
-          dparams.data_as<T>(),
-          dstate0.empty() ? nullptr : dstate0.data_as<T>(), masked ? lengths.data() : nullptr);
+          dy.data_as<const T>(), ptr_or_null<T>(dstate_n), out_or_null<T>(dx),
+          dparams.data_as<T>(), out_or_null<T>(dstate0), masked ? lengths.data() : nullptr);
     };
     if (s.dtype == DType::F64) run(double{});
     else run(float{});

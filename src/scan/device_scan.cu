@@ -125,9 +125,9 @@ struct ScanOp {
 };
 
 template <class T, Mode M, int V, int TPR, bool Staged>
-__global__ void __launch_bounds__(kTileThreads, (Staged ? kStagedMinBlocks : kMinBlocks<M, V, TPR>))
+__global__ void __launch_bounds__(kTileThreads, (kMinBlocks<M, V, TPR>))
     parallel_scan_kernel(ScanParams p) {
-  tile_scan<ScanOp<T, M>, V, TPR, Staged ? kStagedSteps : kStepsPerThread<M, V, TPR>, Staged>(
+  tile_scan<ScanOp<T, M>, V, TPR, kStepsPerThread<M, V, TPR>, Staged>(
       p, typename ScanOp<T, M>::Args{});
 }
 
@@ -177,29 +177,29 @@ const void* select_elem(Elem elem, int vector, int tpr, bool staged) {
   return nullptr;
 }
 
-template <Mode M>
-int steps_per_thread(int vector, int tpr) {
-  if (vector == 4) return tpr >= 2 ? kStepsPerThread<M, 4, 2> : kStepsPerThread<M, 4, 1>;
-  return kStepsPerThread<M, 1, 1>;
-}
-
 }  // namespace
 
-ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, int vector, int elem_bytes,
+ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized, int elem_bytes,
                                bool contiguous_rows) {
-  const int max_tpr = vector > 1 ? 8 : 32;
+  const int vector = vectorized ? 4 : 1;
+  const int max_tpr = vectorized ? 8 : 32;
   const std::int64_t slots = (channels + vector - 1) / vector;
   int tpr = 1;
   while (tpr < max_tpr && tpr < slots) tpr *= 2;
-  const int width = vector * tpr;
-  // Staged rows: a step of the lane block is one contiguous row holding every channel, one
-  // 16-byte vector (fp32, C = 4).
-  const bool staged = mode == Mode::Forward && contiguous_rows && channels == width &&
-                      vector * elem_bytes == 16 && tpr == 1;
-  const int steps = staged ? kStagedSteps
-                    : mode == Mode::Forward ? steps_per_thread<Mode::Forward>(vector, tpr)
-                                            : steps_per_thread<Mode::Backward>(vector, tpr);
-  return {vector, tpr, width, kTileThreads / tpr * steps, staged};
+  int steps = 8;
+  if (vectorized) {
+    steps = mode == Mode::Forward ? (tpr >= 2 ? kStepsPerThread<Mode::Forward, 4, 2>
+                                              : kStepsPerThread<Mode::Forward, 4, 1>)
+                                  : kStepsPerThread<Mode::Backward, 4, 1>;
+  }
+  // Staged rows (tile_scan.cuh): a lane block's step is one contiguous row holding every channel
+  // in one 16-byte vector: fp32, C = 4, one thread per row, the per-thread form's 4 steps and 3
+  // CTAs per SM (34 KB of shared memory). Not at 2 or more threads per row (C = 8..32): their
+  // 8 steps do not fit the 48 KB of static shared memory, and staging 4 doubles the tile count,
+  // which cost 37 % forward at C = 32 (bench/scan/NOTES.md).
+  const bool staged = mode == Mode::Forward && contiguous_rows && vectorized && tpr == 1 &&
+                      channels == vector && vector * elem_bytes == 16;
+  return {vector, tpr, vector * tpr, kTileThreads / tpr * steps, staged};
 }
 
 void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, const ScanParams& p,

@@ -151,13 +151,13 @@ void cpu_backward(const ScanDesc& d, const ScanBackwardArgs& args) {
 }
 
 #if PRNN_WITH_CUDA
-// 4-channel vectors need C % 4 == 0 and every tensor aligned to 4 elements; else 1 channel.
-int vector_width(const ScanDesc& d, std::initializer_list<TensorView> tensors) {
-  if (d.channels % 4 != 0) return 1;
+// 4-channel vectors need C % 4 == 0 and every tensor aligned to 4 elements.
+bool vectorizable(const ScanDesc& d, std::initializer_list<TensorView> tensors) {
+  if (d.channels % 4 != 0) return false;
   const std::uintptr_t align = 4 * size_of(d.dtype);
   for (const TensorView& t : tensors)
-    if (reinterpret_cast<std::uintptr_t>(t.data()) % align != 0) return 1;
-  return 4;
+    if (reinterpret_cast<std::uintptr_t>(t.data()) % align != 0) return false;
+  return true;
 }
 
 scan::Elem elem_of(DType t) {
@@ -239,15 +239,15 @@ struct LinearScan::Impl {
     scan::ParallelTiling tiling;
     scan::ScanParams base;
   };
-  Variant variant[2][2];  // [mode][vector 1, 4]
+  Variant variant[2][2];  // [mode][vectorized]
   DeviceBuffer workspace;
 
-  const Variant& pick(scan::Mode mode, int vector) const {
-    return variant[static_cast<int>(mode)][vector == 4 ? 1 : 0];
+  const Variant& pick(scan::Mode mode, bool vectorized) const {
+    return variant[static_cast<int>(mode)][vectorized ? 1 : 0];
   }
 
-  scan::ScanParams params(scan::Mode mode, int vector, const void* lengths_ptr) {
-    scan::ScanParams p = pick(mode, vector).base;
+  scan::ScanParams params(scan::Mode mode, bool vectorized, const void* lengths_ptr) {
+    scan::ScanParams p = pick(mode, vectorized).base;
     p.lengths = static_cast<const std::int32_t*>(lengths_ptr);
     return p;
   }
@@ -267,8 +267,8 @@ std::string LinearScan::can_implement(const ScanDesc& d, ScanAlgo algo) {
 #if PRNN_WITH_CUDA
   if (d.dtype == DType::F64) return "the GPU scans take f32, f16 or bf16, got f64";
   if (algo == ScanAlgo::Parallel || algo == ScanAlgo::Auto) {
-    for (int vector : {1, 4}) {
-      const auto tiling = scan::parallel_tiling(scan::Mode::Backward, d.channels, vector);
+    for (bool vectorized : {false, true}) {
+      const auto tiling = scan::parallel_tiling(scan::Mode::Backward, d.channels, vectorized);
       const std::int64_t tiles = (d.steps + tiling.tile_steps - 1) / tiling.tile_steps;
       if (tiles * d.batch * ((d.channels + tiling.lane_width - 1) / tiling.lane_width) > INT32_MAX)
         return fmt::format("parallel scan supports at most 2^31 tiles, got {} steps x {} lanes",
@@ -319,13 +319,12 @@ LinearScan::LinearScan(const ScanDesc& desc, ScanAlgo algo) : impl_(std::make_un
   const bool contiguous_rows = p.stride_t == desc.channels;
   const int elem_bytes = static_cast<int>(size_of(desc.dtype));
   for (scan::Mode mode : {scan::Mode::Forward, scan::Mode::Backward}) {
-    for (int vector : {1, 4}) {
-      Impl::Variant& var = s.variant[static_cast<int>(mode)][vector == 4 ? 1 : 0];
+    for (int v = 0; v < 2; ++v) {
+      Impl::Variant& var = s.variant[static_cast<int>(mode)][v];
       var.base = p;
       if (s.algo != ScanAlgo::Parallel) continue;
-      var.tiling = scan::parallel_tiling(mode, desc.channels,
-                                         desc.channels % vector == 0 ? vector : 1, elem_bytes,
-                                         contiguous_rows);
+      var.tiling = scan::parallel_tiling(mode, desc.channels, v == 1 && desc.channels % 4 == 0,
+                                         elem_bytes, contiguous_rows);
       bytes = std::max(bytes, scan::plan_parallel_scan(var.tiling, var.base));
     }
   }
@@ -357,9 +356,8 @@ void LinearScan::forward(const ScanForwardArgs& args, cudaStream_t stream) {
     return cpu_forward<float>(d, args);
   }
 #if PRNN_WITH_CUDA
-  const int vec = impl_->algo == ScanAlgo::Parallel
-                      ? vector_width(d, {args.a, args.x, args.h0, args.h, args.h_final})
-                      : 1;
+  const bool vec = impl_->algo == ScanAlgo::Parallel &&
+                   vectorizable(d, {args.a, args.x, args.h0, args.h, args.h_final});
   scan::ScanParams p = impl_->params(scan::Mode::Forward, vec, args.lengths);
   p.a = args.a.data();
   p.u = args.x.data();
@@ -390,11 +388,9 @@ void LinearScan::backward(const ScanBackwardArgs& args, cudaStream_t stream) {
     return cpu_backward<float>(d, args);
   }
 #if PRNN_WITH_CUDA
-  const int vec =
-      impl_->algo == ScanAlgo::Parallel
-          ? vector_width(d, {args.a, args.h, args.h0, args.dh, args.dh_final, args.da, args.dx,
-                             args.dh0})
-          : 1;
+  const bool vec =
+      impl_->algo == ScanAlgo::Parallel &&
+      vectorizable(d, {args.a, args.h, args.h0, args.dh, args.dh_final, args.da, args.dx, args.dh0});
   scan::ScanParams p = impl_->params(scan::Mode::Backward, vec, args.lengths);
   p.a = args.a.data();
   p.u = args.dh.data();

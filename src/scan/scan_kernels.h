@@ -24,8 +24,8 @@ struct ParallelTiling {
 };
 // contiguous_rows: a lane block's step is one contiguous row (stride_t == C: batch 1 or
 // batch-major); with C == W == one 16-byte vector (fp32, C = 4) the forward then stages rows.
-ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, int vector, int elem_bytes = 4,
-                               bool contiguous_rows = false);
+ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized,
+                               int elem_bytes = 4, bool contiguous_rows = false);
 void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, const ScanParams& p,
                           cudaStream_t stream);
 

@@ -394,14 +394,16 @@ __device__ __forceinline__ void tile_prefix(const ScanParams& p, unsigned epoch,
 
 // ---- staged rows -------------------------------------------------------------------------------
 
-// Where a warp's region is: its first logical step, its lowest physical step, and the map from
-// a 16-byte chunk of the region (c = 0 .. 32·R - 1, in memory order) to the thread that owns it
-// and that thread's step r. Chunk c holds slot c % TPR of physical step t_lo + c / TPR.
+// Where a warp's region is: its lowest physical step, its first 16-byte chunk in the tensors,
+// and the map from a chunk of the region (c = 0 .. 32·R - 1, in memory order) to the shared-memory
+// slot of the thread that owns it at that thread's step r. Chunk c holds slot c % TPR of
+// physical step t_lo + c / TPR.
 template <int TPR, int R>
 struct WarpRegion {
   static constexpr int kSteps = 32 / TPR * R;
   static constexpr int kPitch = 32 + 1;  // chunks per staged step row: one pad against conflicts
   std::int64_t t_lo = 0;
+  std::int64_t first_chunk = 0;
   bool forward = true;
   __device__ __forceinline__ int slot(int c) const {
     const int s = c / TPR;
@@ -410,14 +412,14 @@ struct WarpRegion {
   }
 };
 
-template <class Op, int V, int TPR, int R>
-struct StagedRows {
+// The CTA's staging buffer: per warp, per staged input, R step rows of kPitch chunks.
+template <class Op, int TPR, int R>
+__device__ __forceinline__ auto staged_rows() -> uint4 (&)[kTileWarps][Op::kStagedInputs]
+                                                         [R * WarpRegion<TPR, R>::kPitch] {
   static_assert(32 % TPR == 0);
-  __device__ static uint4 (&buffer())[kTileWarps][Op::kStagedInputs][R * WarpRegion<TPR, R>::kPitch] {
-    __shared__ uint4 s[kTileWarps][Op::kStagedInputs][R * WarpRegion<TPR, R>::kPitch];
-    return s;
-  }
-};
+  __shared__ uint4 s[kTileWarps][Op::kStagedInputs][R * WarpRegion<TPR, R>::kPitch];
+  return s;
+}
 
 // One tile of the scan (the body of every tile-scan kernel; 256 threads). Staged: see the Op
 // contract above; the launch guarantees stride_t == W == C and 16-byte vectors.
@@ -454,14 +456,15 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
   if constexpr (Staged) {
     region.forward = dir > 0;
     region.t_lo = dir > 0 ? warp_q0 : ln.len - warp_q0 - Region::kSteps;
+    region.first_chunk = (ln.base - ln.c + region.t_lo * p.stride_t) / V;
   }
   if (staged) {
     if constexpr (Staged) {
-      auto& buf = StagedRows<Op, V, TPR, R>::buffer()[warp];
-      const std::int64_t first = (ln.base - ln.c + region.t_lo * p.stride_t) / V;  // in chunks
+      auto& buf = staged_rows<Op, TPR, R>()[warp];
 #pragma unroll
       for (int i = 0; i < Op::kStagedInputs; ++i) {
-        const uint4* src = static_cast<const uint4*>(Op::staged_input(p, args, i)) + first;
+        const uint4* src =
+            static_cast<const uint4*>(Op::staged_input(p, args, i)) + region.first_chunk;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           const int c = r * 32 + lane;
@@ -519,7 +522,7 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
     if (tc.j == 0 && row == 0 && ln.len == 0) Op::template store_final<V>(p, args, ln, state);
     if (staged) {
       if constexpr (Staged) {
-        auto& buf = StagedRows<Op, V, TPR, R>::buffer()[warp];
+        auto& buf = staged_rows<Op, TPR, R>()[warp];
         __syncwarp();  // every thread has read its inputs back
 #pragma unroll
         for (int r = 0; r < R; ++r) {
@@ -530,8 +533,7 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
         }
         if (tc.q0 + R == ln.len) Op::template store_final<V>(p, args, ln, state);
         __syncwarp();
-        uint4* dst = static_cast<uint4*>(Op::staged_output(p, args)) +
-                     (ln.base - ln.c + region.t_lo * p.stride_t) / V;
+        uint4* dst = static_cast<uint4*>(Op::staged_output(p, args)) + region.first_chunk;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           const int c = r * 32 + lane;
@@ -573,11 +575,4 @@ inline constexpr int kStepsPerThread = V == 1 ? 8 : (M == Mode::Forward && TPR >
 template <Mode M, int V, int TPR>
 inline constexpr int kMinBlocks = (M == Mode::Forward && V == 4 && TPR >= 2) ? 2
                                   : (M == Mode::Forward ? 3 : 2);
-// The staged form keeps the per-thread form's 4 steps and 3 CTAs per SM (shared memory: 8 warps
-// x 2 inputs x 4 steps x 33 x 16 B = 34 KB). It exists for one thread per row only: with 2 or more
-// (C = 8..32), staging halves the tile (8 steps per thread do not fit the 48 KB of static shared
-// memory), and at C = 32 the doubled tile count cost 37 % forward (bench/scan/NOTES.md).
-inline constexpr int kStagedSteps = 4;
-inline constexpr int kStagedMinBlocks = 3;
-
 }  // namespace prnn::scan

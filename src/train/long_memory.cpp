@@ -456,8 +456,8 @@ Device pick_device(const LongMemoryConfig& c) {
 
 std::string backend_name(Device d, GemmMath math) {
   if (d.kind == MemoryKind::Host) return "cpu-reference (f32)";
-  return math == GemmMath::Tf32 ? "gpu (GILR-LSTM: cuBLAS TF32 GEMMs + parallel scan, f32)"
-                                : "gpu (GILR-LSTM: cuBLAS GEMMs + parallel scan, f32)";
+  return fmt::format("gpu (GILR-LSTM: cuBLAS {}GEMMs + parallel scan, f32)",
+                     math == GemmMath::Tf32 ? "TF32 " : "");
 }
 
 }  // namespace
