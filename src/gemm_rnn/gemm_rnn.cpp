@@ -13,14 +13,13 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/cublas.h"
 #include "core/cuda_check.h"
 #include "persistent/tiling.h"
 #include "prnn/device.h"
 
 namespace prnn::gemm_rnn {
 namespace {
-
-constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 std::size_t f32_bytes(std::int64_t n) { return static_cast<std::size_t>(n) * sizeof(float); }
 
@@ -33,24 +32,6 @@ Activation activation_of(Cell cell) {
     case Cell::LSTM: break;
   }
   return Activation::ReLU;  // unused by the gated cells
-}
-
-// Row-major C[M, N] = op(A)[M, K] · op(B)[K, N] + beta·C, fp32 in and out; lda, ldb, ldc are the
-// row strides of the stored matrices (A is [M, K], or [K, M] when transposed). cuBLAS is
-// column-major, so this computes Cᵀ = op(B)ᵀ · op(A)ᵀ.
-// math (prnn/dtype.h): Fp32 is the handle's PEDANTIC math; Tf32 switches the handle to TF32
-// tensor cores for this GEMM (the all-timestep GEMMs of 16-bit layers, see gemm_rnn.h).
-void gemm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
-          const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
-          std::int64_t ldc, GemmMath math = GemmMath::Fp32) {
-  PRNN_ASSERT(M > 0 && N > 0 && K > 0);
-  const float one = 1.0f;
-  if (math == GemmMath::Tf32) PRNN_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH));
-  PRNN_CUBLAS_CHECK(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                static_cast<int>(N), static_cast<int>(M), static_cast<int>(K),
-                                &one, B, static_cast<int>(ldb), A, static_cast<int>(lda), &beta, C,
-                                static_cast<int>(ldc)));
-  if (math == GemmMath::Tf32) PRNN_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
 }
 
 // The GEMMs over all timesteps (input projection, d(in), dW_ih, dW_hh): TF32 for 16-bit layers,
@@ -181,15 +162,9 @@ void CachedGraph::launch(cudaStream_t stream) const {
 
 // ---- GemmRnn -------------------------------------------------------------------------------
 
-struct GemmRnn::Blas {
-  cublasHandle_t handle = nullptr;
-  DeviceBuffer workspace;
-  Blas() { PRNN_CUBLAS_CHECK(cublasCreate(&handle)); }
-  ~Blas() {
-    if (handle != nullptr) (void)cublasDestroy(handle);
-  }
-  Blas(const Blas&) = delete;
-  Blas& operator=(const Blas&) = delete;
+// The handle with its workspace (core/cublas.h), under the name gemm_rnn.h declares.
+struct GemmRnn::Blas : CublasHandle {
+  using CublasHandle::CublasHandle;
 };
 
 GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, int device,
@@ -236,11 +211,8 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
 
   // PEDANTIC math keeps fp32 GEMMs in fp32 (no TF32, no emulation, whatever the environment
   // says); the workspace is ours, so neither calls nor graph captures allocate.
-  blas_ = std::make_unique<Blas>();
-  PRNN_CUBLAS_CHECK(cublasSetMathMode(blas_->handle, CUBLAS_PEDANTIC_MATH));
-  int major = 0;
-  PRNN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  blas_->workspace = DeviceBuffer(major >= 9 ? 32 * kMiB : 4 * kMiB);  // cuBLAS's recommendation
+  blas_ = std::make_unique<Blas>(GemmMath::Fp32);
+  blas_->own_workspace(device);
   PRNN_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
 
   if (recurrence_ == Recurrence::Persistent) {
@@ -270,7 +242,7 @@ std::size_t GemmRnn::reserve_bytes() const {
 }
 
 std::size_t GemmRnn::workspace_bytes() const {
-  return blas_->workspace.bytes() + dh_.bytes() + carry_.bytes() + carry_h_.bytes() +
+  return blas_->workspace_bytes() + dh_.bytes() + carry_.bytes() + carry_h_.bytes() +
          ones_.bytes() + lengths_.bytes() + exchange_.bytes() + control_.bytes();
 }
 
@@ -304,14 +276,12 @@ void GemmRnn::launch_persistent(persistent::Pass pass, persistent::Params p, cud
 }
 
 void GemmRnn::bind_blas(cudaStream_t s) {
-  PRNN_CUBLAS_CHECK(cublasSetStream(blas_->handle, s));
-  PRNN_CUBLAS_CHECK(
-      cublasSetWorkspace(blas_->handle, blas_->workspace.data(), blas_->workspace.bytes()));
+  blas_->bind(s);
 }
 
 void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
   const std::int64_t BH = B_ * H_, DH = D_ * H_, BGH = B_ * GH_;
-  cublasHandle_t h = blas_->handle;
+  CublasHandle& h = *blas_;
   for (std::int64_t l = 0; l < L_; ++l) {
     const std::int64_t I = desc_.layer_input_size(l);
     const float* in = layer_in(l, a.x);  // [T, B, I]
@@ -435,7 +405,7 @@ void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
 
 void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
   const std::int64_t BH = B_ * H_, DH = D_ * H_, BGH = B_ * GH_;
-  cublasHandle_t h = blas_->handle;
+  CublasHandle& h = *blas_;
   const float* dout = a.dy;  // dL/d(output of layer l), [T, B, D·H]
   for (std::int64_t l = L_ - 1; l >= 0; --l) {
     const std::int64_t I = desc_.layer_input_size(l);
@@ -618,7 +588,7 @@ void GemmRnn::backward_weights(const BackwardWeightsArgs& a, cudaStream_t stream
   const std::int64_t BH = B_ * H_, DH = D_ * H_, TB = T_ * B_, BGH = B_ * GH_;
   throw_if_failed();
   bind_blas(stream);
-  cublasHandle_t h = blas_->handle;
+  CublasHandle& h = *blas_;
   const float one = 1.0f, zero = 0.0f;
   for (std::int64_t l = 0; l < L_; ++l) {
     const std::int64_t I = desc_.layer_input_size(l);
@@ -649,14 +619,13 @@ void GemmRnn::backward_weights(const BackwardWeightsArgs& a, cudaStream_t stream
       if (beta == 0.0f)  // T = 1 without h0: h_{t-1} = 0
         PRNN_CUDA_CHECK(cudaMemsetAsync(dW_hh, 0, f32_bytes(GH_ * H_), stream));
       // db_ih = Σ over T·B rows of dP (column-major [GH, T·B] times ones), db_hh of dQ.
-      PRNN_CUBLAS_CHECK(cublasSgemv(h, CUBLAS_OP_N, static_cast<int>(GH_), static_cast<int>(TB),
-                                    &one, dP, static_cast<int>(GH_), ones_.data_as<const float>(),
-                                    1, &zero, a.dparams + o.b_ih, 1));
+      PRNN_CUBLAS_CHECK(cublasSgemv(h.get(), CUBLAS_OP_N, static_cast<int>(GH_),
+                                    static_cast<int>(TB), &one, dP, static_cast<int>(GH_),
+                                    ones_.data_as<const float>(), 1, &zero, a.dparams + o.b_ih, 1));
       if (gru_)
-        PRNN_CUBLAS_CHECK(cublasSgemv(h, CUBLAS_OP_N, static_cast<int>(GH_),
-                                      static_cast<int>(TB), &one, dQ, static_cast<int>(GH_),
-                                      ones_.data_as<const float>(), 1, &zero,
-                                      a.dparams + o.b_hh, 1));
+        PRNN_CUBLAS_CHECK(cublasSgemv(
+            h.get(), CUBLAS_OP_N, static_cast<int>(GH_), static_cast<int>(TB), &one, dQ,
+            static_cast<int>(GH_), ones_.data_as<const float>(), 1, &zero, a.dparams + o.b_hh, 1));
       else
         PRNN_CUDA_CHECK(cudaMemcpyAsync(a.dparams + o.b_hh, a.dparams + o.b_ih, f32_bytes(GH_),
                                         cudaMemcpyDeviceToDevice, stream));

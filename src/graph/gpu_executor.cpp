@@ -60,6 +60,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "core/cublas.h"
 #include "core/cuda_check.h"
 #include "graph/gpu_kernels.h"
 #endif
@@ -173,24 +174,6 @@ struct Contribution {
   std::int64_t size;
   const float* src;
   std::uint8_t* flag;  // set to 1 with the add, or null
-};
-
-class CublasHandle {
- public:
-  CublasHandle() {
-    PRNN_CUBLAS_CHECK(cublasCreate(&h_));
-    PRNN_CUBLAS_CHECK(cublasSetMathMode(h_, CUBLAS_PEDANTIC_MATH));  // fp32, no TF32
-    PRNN_CUBLAS_CHECK(cublasSetStream(h_, kStream));
-  }
-  ~CublasHandle() {
-    if (h_ != nullptr) cublasDestroy(h_);
-  }
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-  cublasHandle_t get() const { return h_; }
-
- private:
-  cublasHandle_t h_ = nullptr;
 };
 
 class EventPair {
@@ -1375,7 +1358,7 @@ class Runner {
   Tables tables_;
   std::vector<std::function<void()>> launches_;
   size_t issued_ = 0;  // GPU operations issued by the current forward or backward
-  CublasHandle cublas_;
+  CublasHandle cublas_{GemmMath::Fp32, kStream};  // PEDANTIC: fp32, no TF32
   EventPair fwd_events_, bwd_events_;
 };
 

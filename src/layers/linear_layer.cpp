@@ -42,6 +42,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "core/cublas.h"
 #include "core/cuda_check.h"
 #include "core/device_convert.h"
 #include "layers/layer_kernels.h"
@@ -114,34 +115,6 @@ T* out_or_null(const TensorView& t) {
 using layers::LayerArgs;
 using layers::Recurrence;
 
-class CublasHandle {
- public:
-  CublasHandle() { PRNN_CUBLAS_CHECK(cublasCreate(&h_)); }
-  ~CublasHandle() {
-    if (h_ != nullptr) (void)cublasDestroy(h_);
-  }
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-  cublasHandle_t get() const { return h_; }
-
- private:
-  cublasHandle_t h_ = nullptr;
-};
-
-// Row-major C[M, N] = op(A)[M, K] · op(B)[K, N] + beta·C in fp32; lda, ldb, ldc are row strides
-// of the stored matrices (A is [M, K], or [K, M] when transposed). cuBLAS is column-major, so
-// this computes Cᵀ = op(B)ᵀ · op(A)ᵀ.
-void gemm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
-          const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
-          std::int64_t ldc) {
-  PRNN_ASSERT(M > 0 && N > 0 && K > 0);
-  const float one = 1.0f;
-  PRNN_CUBLAS_CHECK(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                static_cast<int>(N), static_cast<int>(M), static_cast<int>(K),
-                                &one, B, static_cast<int>(ldb), A, static_cast<int>(lda), &beta, C,
-                                static_cast<int>(ldc)));
-}
-
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // The fp32 device pointer a GPU call reads for input t: t itself (f32), its converted copy in
@@ -212,8 +185,7 @@ struct LinearLayer::Impl {
   }
 
 #if PRNN_WITH_CUDA
-  std::unique_ptr<CublasHandle> blas;
-  DeviceBuffer blas_workspace;
+  std::unique_ptr<CublasHandle> blas;  // with its workspace
   DeviceBuffer P, dP;    // [T, B, R]
   DeviceBuffer S;        // states × [T+1, B, H]
   DeviceBuffer dnext;    // GILR-LSTM: [T, B, H]
@@ -469,19 +441,12 @@ void LinearLayer::Impl::init_gpu() {
   // cuBLAS: PEDANTIC math keeps fp32 GEMMs in fp32 (no TF32, no BF16x9 emulation, whatever the
   // environment says), TF32 tensor-op math rounds both operands to TF32 (fp32 accumulation);
   // its workspace is ours, so no call allocates.
-  blas = std::make_unique<CublasHandle>();
-  PRNN_CUBLAS_CHECK(cublasSetMathMode(
-      blas->get(), math == GemmMath::Tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
-  int major = 0;
-  PRNN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index));
-  constexpr std::size_t kMiB = std::size_t{1} << 20;
-  blas_workspace = DeviceBuffer(major >= 9 ? 32 * kMiB : 4 * kMiB);  // cuBLAS's recommendation
+  blas = std::make_unique<CublasHandle>(math);
+  blas->own_workspace(device.index);
 }
 
 void LinearLayer::Impl::bind_blas(cudaStream_t stream) {
-  PRNN_CUBLAS_CHECK(cublasSetStream(blas->get(), stream));
-  PRNN_CUBLAS_CHECK(
-      cublasSetWorkspace(blas->get(), blas_workspace.data(), blas_workspace.bytes()));
+  blas->bind(stream);
 }
 
 void LinearLayer::Impl::scan(Recurrence r, scan::Mode mode, const LayerArgs& args,
@@ -506,8 +471,8 @@ void LinearLayer::Impl::project_forward(const float* x, const float* W) {
   for (std::int64_t j = g.k - 1; j >= 0; --j) {
     const std::int64_t shift = g.k - 1 - j, rows = (g.T - shift) * g.B;
     if (rows <= 0) continue;
-    gemm(blas->get(), false, true, rows, g.R, g.I, x, g.I, W + j * g.I, g.C,
-         shift == 0 ? 0.0f : 1.0f, P.data_as<float>() + shift * g.B * g.R, g.R);
+    gemm(*blas, false, true, rows, g.R, g.I, x, g.I, W + j * g.I, g.C, shift == 0 ? 0.0f : 1.0f,
+         P.data_as<float>() + shift * g.B * g.R, g.R);
   }
 }
 
@@ -526,9 +491,9 @@ void LinearLayer::Impl::project_backward(const float* x, const float* W, float* 
       continue;
     }
     const float* dP_t = gdP + shift * g.B * g.R;
-    gemm(blas->get(), true, false, g.R, g.I, rows, dP_t, g.R, x, g.I, 0.0f, dW + j * g.I, g.C);
+    gemm(*blas, true, false, g.R, g.I, rows, dP_t, g.R, x, g.I, 0.0f, dW + j * g.I, g.C);
     if (dx != nullptr)
-      gemm(blas->get(), false, false, rows, g.I, g.R, dP_t, g.R, W + j * g.I, g.C,
+      gemm(*blas, false, false, rows, g.I, g.R, dP_t, g.R, W + j * g.I, g.C,
            shift == 0 && !accumulate_dx ? 0.0f : 1.0f, dx, g.I);
   }
   const float one = 1.0f, zero = 0.0f;
@@ -570,8 +535,8 @@ void LinearLayer::Impl::gpu_forward(const ForwardPtrs& t, cudaStream_t stream) {
       surrogate.y = nullptr;
       scan(Recurrence::Gilr, scan::Mode::Forward, surrogate, stream);
       // P[t, i:o] += U h̃_{t-1}: S_h̃ rows 0..T-1 hold h̃_{-1} .. h̃_{T-2}.
-      gemm(blas->get(), false, true, g.T * g.B, 4 * g.H, g.H, state_buffer(0), g.H,
-           t.params + g.u_offset, g.H, 1.0f, P.data_as<float>() + 2 * g.H, g.R);
+      gemm(*blas, false, true, g.T * g.B, 4 * g.H, g.H, state_buffer(0), g.H, t.params + g.u_offset,
+           g.H, 1.0f, P.data_as<float>() + 2 * g.H, g.R);
       LayerArgs cell = a;
       cell.S = state_buffer(1);
       cell.state_n = t.state_n == nullptr ? nullptr : t.state_n + BH;
@@ -614,10 +579,10 @@ void LinearLayer::Impl::gpu_backward(const BackwardPtrs& t, cudaStream_t stream)
       scan(Recurrence::GilrLstmCell, scan::Mode::Backward, cell, stream);
       // Through U: dnext[t] = dP_t[i:o] · U is dL/dh̃_{t-1}; dU = Σ_t dP_t[i:o] ⊗ h̃_{t-1}.
       const float* dP_gates = dP.data_as<const float>() + 2 * g.H;
-      gemm(blas->get(), false, false, g.T * g.B, g.H, 4 * g.H, dP_gates, g.R, t.params + g.u_offset,
-           g.H, 0.0f, dnext.data_as<float>(), g.H);
-      gemm(blas->get(), true, false, 4 * g.H, g.H, g.T * g.B, dP_gates, g.R, state_buffer(0), g.H,
-           0.0f, t.dparams + g.u_offset, g.H);
+      gemm(*blas, false, false, g.T * g.B, g.H, 4 * g.H, dP_gates, g.R, t.params + g.u_offset, g.H,
+           0.0f, dnext.data_as<float>(), g.H);
+      gemm(*blas, true, false, 4 * g.H, g.H, g.T * g.B, dP_gates, g.R, state_buffer(0), g.H, 0.0f,
+           t.dparams + g.u_offset, g.H);
       LayerArgs surrogate = a;
       surrogate.dy = nullptr;
       surrogate.dnext = dnext.data_as<const float>();
