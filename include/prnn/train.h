@@ -19,6 +19,9 @@ struct TrainProgress {
   double tokens_per_second = 0.0;  // timesteps × batch processed per second so far
   double iterations_per_second = 0.0;  // iterations run by this call per second so far
   double seconds = 0.0;                // since this call's first iteration began
+  // L2 norm of this iteration's whole gradient, before any clipping (0 where a trainer does not
+  // compute it).
+  double grad_norm = 0.0;
 };
 
 struct TrainResult {
@@ -94,6 +97,10 @@ struct LongMemoryConfig {
   // (bit-for-bit continuation needs the same one). The CPU backend takes Fp32 only (Unsupported,
   // from its layers, otherwise).
   GemmMath math = GemmMath::Fp32;
+  // Clip by global norm (0: off): when the gradient's L2 norm over every parameter exceeds this,
+  // the whole gradient is scaled to this norm before the Adam step. Like `math`, the checkpoint
+  // does not record it.
+  double clip_norm = 0.0;
 };
 
 // The streak that counts as convergence: max(stop_after_perfect, ceil(kMinPerfectSequences / B))

@@ -10,7 +10,9 @@
 //   logits [B, 2], loss, accuracy, dlogits, dh, dW, db on the host (reference/dense.h)
 //   dy2 [T, B, H]    zero except row T-1 = dh (rows < T-1 are cleared once, never written)
 //   layer2.backward -> dy1 [T, B, H], dθ2;  layer1.backward -> dθ1 (no dx: not computed)
-//   Adam step `iteration` over the flat θ = [θ1 | θ2 | W | b] and its gradient, in one call.
+//   ‖dθ‖ (the flat gradient's L2 norm, reported; with clip_norm > 0 and ‖dθ‖ > clip_norm the
+//   gradient is scaled by clip_norm / ‖dθ‖), then Adam step `iteration` over the flat
+//   θ = [θ1 | θ2 | W | b] and its gradient, in one call.
 // Init (from the seed, on the host): every weight U(-1/√fan_in, 1/√fan_in); the GILR-LSTM cell
 // gates get the chrono init (Tallec & Ollivier 2018): b_f = log(u), u ~ U[1, T-1], b_i = -b_f,
 // so each cell starts as a moving average over ~u steps and information from t = 0 can reach
@@ -145,6 +147,9 @@ void validate(const LongMemoryConfig& c) {
   PRNN_EXPECT(c.stop_after_perfect >= 0, "{}: stop_after_perfect: expected >= 0, got {}", fn,
               c.stop_after_perfect);
   PRNN_EXPECT(c.save_every >= 0, "{}: save_every: expected >= 0, got {}", fn, c.save_every);
+  PRNN_EXPECT(c.clip_norm >= 0 && std::isfinite(c.clip_norm),
+              "{}: clip_norm: expected a finite value >= 0 (0: no clipping), got {}", fn,
+              c.clip_norm);
   PRNN_EXPECT(!c.resume || !c.checkpoint.empty(),
               "{}: resume: expected a checkpoint file to resume from, got none", fn);
 }
@@ -321,7 +326,12 @@ class Trainer {
         params_(lay_.total, device),
         grads_(lay_.total, device),
         m_(lay_.total, device),
-        v_(lay_.total, device) {}
+        v_(lay_.total, device) {
+#if PRNN_WITH_CUDA
+    if (device.kind == MemoryKind::Cuda)
+      norm_partials_ = DeviceBuffer(train::kNormPartials * sizeof(double));
+#endif
+  }
 
   const Layout& layout() const { return lay_; }
 
@@ -343,6 +353,7 @@ class Trainer {
   struct Step {
     double loss = 0.0;
     std::int64_t correct = 0;
+    double grad_norm = 0.0;  // before clipping
   };
 
   // Forward, backward and Adam step `step` on batch `batch_index` of the stream.
@@ -381,6 +392,7 @@ class Trainer {
                      grads_.slice(lay_.layer2, lay_.fc_w - lay_.layer2), {});
     layer1_.backward(x_.view(xs), p1, {}, dy1_.view(ys), {}, {},
                      grads_.slice(lay_.layer1, lay_.layer2 - lay_.layer1), {});
+    s.grad_norm = clip_gradient();
     adam(step);
     return s;
   }
@@ -400,6 +412,31 @@ class Trainer {
 #if PRNN_WITH_CUDA
     train::generate_memory_batch(c_.seed, batch_index, c_.steps, c_.batch, x_.data(), nullptr);
 #endif
+  }
+
+  // The gradient's L2 norm; with clip_norm > 0 and a larger norm, the gradient scaled to it.
+  double clip_gradient() {
+    const std::int64_t n = lay_.total;
+    double squared = 0.0;
+    if (device_.kind == MemoryKind::Host) {
+      for (std::int64_t i = 0; i < n; ++i) squared += double(grads_.data()[i]) * grads_.data()[i];
+    } else {
+#if PRNN_WITH_CUDA
+      squared = train::squared_norm(n, grads_.data(), norm_partials_.data_as<double>(), nullptr);
+#endif
+    }
+    const double norm = std::sqrt(squared);
+    if (c_.clip_norm > 0 && norm > c_.clip_norm) {
+      const auto factor = static_cast<float>(c_.clip_norm / norm);
+      if (device_.kind == MemoryKind::Host) {
+        for (std::int64_t i = 0; i < n; ++i) grads_.data()[i] *= factor;
+      } else {
+#if PRNN_WITH_CUDA
+        train::scale(n, grads_.data(), factor, nullptr);
+#endif
+      }
+    }
+    return norm;
   }
 
   void adam(std::int64_t step) {
@@ -422,6 +459,7 @@ class Trainer {
   Floats x_;                  // [T, B, 128]
   Floats y1_, y2_, dy1_, dy2_;  // [T, B, H]
   Floats params_, grads_, m_, v_;  // [lay_.total]
+  DeviceBuffer norm_partials_;     // [train::kNormPartials] doubles (the GPU's norm)
 };
 
 #if PRNN_WITH_CUDA
@@ -610,6 +648,7 @@ LongMemoryResult train_long_memory(const LongMemoryConfig& c,
     p.seconds = seconds;
     p.iterations_per_second = ran / std::max(seconds, 1e-9);
     p.tokens_per_second = p.iterations_per_second * double(c.steps) * double(c.batch);
+    p.grad_norm = s.grad_norm;
     if (on_progress) on_progress(p);
     if (c.save_every > 0 && it % c.save_every == 0) {
       save();

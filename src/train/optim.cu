@@ -1,5 +1,6 @@
 // Adam update, fp32, one element per thread (optim.h has the math): the one Adam kernel of the
-// library (the long-memory trainer and the graph trainers).
+// library (the long-memory trainer and the graph trainers); and the gradient's norm and scaling
+// that clipping by global norm needs (below the Adam kernel).
 //   w, g, m, v [n] device arrays; the scalars by value; optionally only touched rows, and the
 //   consumed gradient zeroed.
 // Launch:   1-D grid-stride loop, 256 threads per CTA, at most kMaxBlocks CTAs.
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/cuda_check.h"
 #include "prnn/error.h"
@@ -60,7 +62,62 @@ void launch_adam(const AdamScalars& s, std::int64_t n, std::int64_t row,
   PRNN_CHECK_LAUNCH();
 }
 
+// Squared norm: every CTA sums its grid-stride share of g in double, reduces it through shared
+// memory in a fixed tree and writes partials[blockIdx.x].
+// Launch:   kNormPartials CTAs × kThreads threads (the grid is fixed: the order of the sum is).
+__global__ void squared_norm_kernel(std::int64_t n, const float* __restrict__ g,
+                                    double* __restrict__ partials) {
+  __shared__ double sums[kThreads];
+  double s = 0.0;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    const double x = g[i];
+    s += x * x;
+  }
+  sums[threadIdx.x] = s;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) sums[threadIdx.x] += sums[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partials[blockIdx.x] = sums[0];
+}
+
+// g[i] = g[i] · factor, one element per thread, grid-stride.
+__global__ void scale_kernel(std::int64_t n, float* __restrict__ g, float factor) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride)
+    g[i] = __fmul_rn(g[i], factor);
+}
+
 }  // namespace
+
+double squared_norm(std::int64_t n, const float* g, double* partials, cudaStream_t stream) {
+  if (n < 0) throw InvalidArgument("squared_norm: n: expected >= 0, got " + std::to_string(n));
+  if (n == 0) return 0.0;
+  if (g == nullptr || partials == nullptr)
+    throw InvalidArgument("squared_norm: expected non-null g and partials, got a null pointer");
+  squared_norm_kernel<<<kNormPartials, kThreads, 0, stream>>>(n, g, partials);
+  PRNN_CHECK_LAUNCH();
+  std::vector<double> host(kNormPartials);
+  PRNN_CUDA_CHECK(cudaMemcpyAsync(host.data(), partials, host.size() * sizeof(double),
+                                  cudaMemcpyDeviceToHost, stream));
+  PRNN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  double sum = 0.0;
+  for (const double p : host) sum += p;
+  return sum;
+}
+
+void scale(std::int64_t n, float* g, float factor, cudaStream_t stream) {
+  if (n < 0) throw InvalidArgument("scale: n: expected >= 0, got " + std::to_string(n));
+  if (n == 0) return;
+  if (g == nullptr) throw InvalidArgument("scale: expected a non-null g, got null");
+  const std::int64_t blocks = std::min<std::int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks);
+  scale_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(n, g, factor);
+  PRNN_CHECK_LAUNCH();
+}
 
 void adam_update(const AdamScalars& s, std::int64_t n, float* w, const float* g, float* m,
                  float* v, cudaStream_t stream) {

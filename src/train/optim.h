@@ -54,4 +54,15 @@ struct AdamRows {
 void adam_update_consuming(const AdamScalars& s, std::int64_t n, float* w, float* g, float* m,
                            float* v, const AdamRows& rows, cudaStream_t stream);
 
+// The squared L2 norm of g [n] (device), summed in double: each of kNormPartials CTAs sums a
+// fixed grid-stride share of the elements and reduces it in a fixed tree, and the host adds the
+// partials in order, so the result does not depend on timing. partials: [kNormPartials] device
+// doubles of scratch. Synchronizes `stream`. n >= 0.
+inline constexpr int kNormPartials = 128;
+double squared_norm(std::int64_t n, const float* g, double* partials, cudaStream_t stream);
+
+// g[i] *= factor for i < n (device; each product rounded as the host's float multiply).
+// Asynchronous on `stream`.
+void scale(std::int64_t n, float* g, float factor, cudaStream_t stream);
+
 }  // namespace prnn::train

@@ -4,6 +4,7 @@
 // mismatched checkpoint is an InvalidArgument that says what is wrong.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -295,6 +296,39 @@ TEST_F(LongMemoryCheckpointErrors, MissingFileAndMissingPath) {
   EXPECT_CONTAINS(invalid_argument_of([&] { train_long_memory(c); }), "resume");
 }
 
+// The reported norm is the norm of the gradient Adam is given: after the first step Adam's first
+// moment is m = (1 - β1)·g, so ‖m‖ / (1 - β1) (from the checkpoint) must equal it. Clipping below
+// the norm makes that ‖m‖ / (1 - β1) the clip norm (the report stays the norm before clipping);
+// a clip norm above it changes nothing, bit for bit. Tolerance 1e-5 relative: m rounds each
+// element of 0.1·g to float (2^-24), the norms add in double.
+TEST(LongMemoryCpu, GradientNormIsReportedAndClipped) {
+  TempFile plain("plain.ckpt"), clipped("clipped.ckpt"), loose("loose.ckpt");
+  auto run = [](LongMemoryConfig c, const std::string& path) {
+    c.checkpoint = path;
+    double norm = -1.0;
+    train_long_memory(c, [&](const TrainProgress& p) { norm = p.grad_norm; });
+    return norm;
+  };
+  auto first_moment_norm = [](const std::string& path) {
+    double sum = 0.0;
+    for (const float m : read_long_memory_checkpoint(path).adam_m) sum += double(m) * m;
+    return std::sqrt(sum) / (1.0 - 0.9);
+  };
+  LongMemoryConfig c = tiny(1);
+  const double norm = run(c, plain.path());
+  ASSERT_TRUE(std::isfinite(norm));
+  ASSERT_GT(norm, 0.0);
+  EXPECT_NEAR(first_moment_norm(plain.path()), norm, 1e-5 * norm);
+
+  c.clip_norm = 0.25 * norm;
+  EXPECT_EQ(run(c, clipped.path()), norm) << "the report is the norm before clipping";
+  EXPECT_NEAR(first_moment_norm(clipped.path()), c.clip_norm, 1e-5 * c.clip_norm);
+
+  c.clip_norm = 4.0 * norm;
+  EXPECT_EQ(run(c, loose.path()), norm);
+  EXPECT_EQ(read_bytes(loose.path()), read_bytes(plain.path()));
+}
+
 TEST(LongMemoryCpu, RejectsBadConfig) {
   LongMemoryConfig c = tiny(1);
   c.hidden = 0;
@@ -308,6 +342,10 @@ TEST(LongMemoryCpu, RejectsBadConfig) {
   c = tiny(1);
   c.adam_eps = 0.0;
   EXPECT_THROW(train_long_memory(c), InvalidArgument);
+  c = tiny(1);
+  c.clip_norm = -1.0;
+  EXPECT_CONTAINS(invalid_argument_of([&] { train_long_memory(c); }),
+                  "clip_norm: expected a finite value >= 0 (0: no clipping), got -1");
   c = tiny(1);  // the CPU backend: TF32 is the GPU's
   c.math = GemmMath::Tf32;
   try {

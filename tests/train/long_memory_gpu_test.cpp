@@ -129,6 +129,31 @@ TEST(DeviceAdam, RejectsNullAndEmptyIsANoOp) {
                                      nullptr, nullptr, nullptr, nullptr, nullptr));
 }
 
+// The device norm against a double sum on the host (the same squares, another order: 1e-12
+// relative), at an odd size over several grid strides, and 0 for an empty array; scaling equals
+// the host's float multiply bit for bit.
+TEST(DeviceGradient, SquaredNormAndScaleMatchTheHost) {
+  test::Rng rng;
+  for (const std::int64_t n : {std::int64_t{1}, std::int64_t{100003}}) {
+    const std::vector<float> g = rng.uniform<float>(static_cast<std::size_t>(n), -3.0, 3.0);
+    DeviceBuffer dg = upload(g), partials(train::kNormPartials * sizeof(double));
+    double want = 0.0;
+    for (const float x : g) want += double(x) * x;
+    const double got = train::squared_norm(n, dg.data_as<float>(), partials.data_as<double>(),
+                                           nullptr);
+    EXPECT_NEAR(got, want, 1e-12 * want) << "n " << n;
+    const float factor = 0.3f;
+    train::scale(n, dg.data_as<float>(), factor, nullptr);
+    std::vector<float> scaled = g;
+    for (float& x : scaled) x *= factor;
+    EXPECT_EQ(download(dg, g.size()), scaled) << "n " << n;
+  }
+  DeviceBuffer partials(train::kNormPartials * sizeof(double));
+  EXPECT_EQ(train::squared_norm(0, nullptr, partials.data_as<double>(), nullptr), 0.0);
+  EXPECT_THROW(train::squared_norm(4, nullptr, partials.data_as<double>(), nullptr),
+               InvalidArgument);
+}
+
 // Every element of the device batch equals the stream's definition, written as a plain loop.
 TEST(DeviceMemoryBatch, MatchesTheStream) {
   constexpr std::int64_t kT = 37, kB = 3, kA = train::kMemoryAlphabet;
@@ -178,6 +203,20 @@ TEST(LongMemoryGpu, LossesAgreeWithTheCpuReference) {
   ASSERT_EQ(cpu.size(), 3u);
   EXPECT_NEAR(gpu[0], cpu[0], 1e-5 * cpu[0]);
   for (std::size_t i = 1; i < 3; ++i) EXPECT_NEAR(gpu[i], cpu[i], 1e-3 * cpu[i]) << "iter " << i;
+}
+
+// The first iteration's gradient norm (a forward and a backward pass from the same parameters):
+// 1e-4 relative between the GPU layers and the CPU reference loops, both fp32.
+TEST(LongMemoryGpu, GradientNormAgreesWithTheCpuReference) {
+  auto first_norm = [](const LongMemoryConfig& c) {
+    double norm = -1.0;
+    train_long_memory(c, [&](const TrainProgress& p) { norm = p.grad_norm; });
+    return norm;
+  };
+  const double gpu = first_norm(small(TrainBackend::Gpu, 1));
+  const double cpu = first_norm(small(TrainBackend::Cpu, 1));
+  ASSERT_GT(cpu, 0.0);
+  EXPECT_NEAR(gpu, cpu, 1e-4 * cpu);
 }
 
 // TF32 GEMMs: the first loss (a forward pass) within 5e-3 relative of the fp32 CPU reference

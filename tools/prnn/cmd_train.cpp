@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -353,26 +355,32 @@ void run_long_memory_command(const LongMemoryConfig& config, std::int64_t log_ev
              "one-hot vectors (alphabet {})\n",
              config.steps, kLongMemoryAlphabet);
   fmt::print("model: GILR-LSTM {}-{} + linear classifier, batch {}, Adam lr {} eps {}, seed {}, "
-             "GEMMs {}\n",
+             "GEMMs {}, {}\n",
              config.hidden, config.hidden, config.batch, config.learning_rate, config.adam_eps,
-             config.seed, to_string(config.math));
+             config.seed, to_string(config.math),
+             config.clip_norm > 0 ? fmt::format("gradient clipped to norm {}", config.clip_norm)
+                                  : std::string("no gradient clipping"));
   if (config.resume) fmt::print("resuming from {}\n", config.checkpoint);
   const bool tty = isatty(fileno(stdout)) != 0;
   ProgressBar bar(config.iterations);
-  double window_loss = 0.0, window_accuracy = 0.0;  // sums since the last log line
+  // Since the last log line: sums of loss and accuracy, the gradient norm's log sum and maximum.
+  double window_loss = 0.0, window_accuracy = 0.0, window_log_norm = 0.0, window_max_norm = 0.0;
   std::int64_t window = 0;
   const LongMemoryResult r = train_long_memory(config, [&](const TrainProgress& p) {
     window_loss += p.loss;
     window_accuracy += p.accuracy;
+    window_log_norm += std::log(std::max(p.grad_norm, 1e-300));
+    window_max_norm = std::max(window_max_norm, p.grad_norm);
     ++window;
     if (log_every > 0 && p.iteration % log_every == 0) {
       if (tty) std::fputs("\r\033[K", stdout);
-      fmt::print("iter {:>7}  loss {:.4f}  acc {:.3f}  (mean of {}: loss {:.4f}, acc {:.3f})  "
-                 "{:.1f} it/s  {}  {:.1f} s\n",
-                 p.iteration, p.loss, p.accuracy, window, window_loss / double(window),
-                 window_accuracy / double(window), p.iterations_per_second,
+      const double n = double(window);
+      fmt::print("iter {:>7}  loss {:.4f}  acc {:.3f}  (mean of {}: loss {:.4f}, acc {:.3f}; "
+                 "|grad| geo-mean {:.3g}, max {:.3g})  {:.1f} it/s  {}  {:.1f} s\n",
+                 p.iteration, p.loss, p.accuracy, window, window_loss / n, window_accuracy / n,
+                 std::exp(window_log_norm / n), window_max_norm, p.iterations_per_second,
                  tokens(p.tokens_per_second), p.seconds);
-      window_loss = window_accuracy = 0.0;
+      window_loss = window_accuracy = window_log_norm = window_max_norm = 0.0;
       window = 0;
     }
     bar.update(p.iteration, status(p));
@@ -438,6 +446,9 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   lm->add_option("--backend", o->backend, "auto (GPU if present), gpu, or cpu (the reference)")
       ->check(CLI::IsMember({"auto", "gpu", "cpu"}))->capture_default_str();
+  lm->add_option("--clip-norm", c.clip_norm,
+                 "Clip the gradient to this global L2 norm before each Adam step (0: off)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   lm->add_option("--math", o->math,
                  "GEMM math of the GPU layers: fp32, or tf32 (tensor cores, faster at long T)")
       ->check(CLI::IsMember({"fp32", "tf32"}))->capture_default_str();
