@@ -363,13 +363,17 @@ void run_long_memory_command(const LongMemoryConfig& config, std::int64_t log_ev
   if (config.resume) fmt::print("resuming from {}\n", config.checkpoint);
   const bool tty = isatty(fileno(stdout)) != 0;
   ProgressBar bar(config.iterations);
-  // Since the last log line: sums of loss and accuracy, the gradient norm's log sum and maximum.
+  // Since the last log line: sums of loss and accuracy; the gradient norm's maximum and the sum of
+  // its logs over the iterations where it is not 0 (a batch fitted exactly has a zero gradient).
   double window_loss = 0.0, window_accuracy = 0.0, window_log_norm = 0.0, window_max_norm = 0.0;
-  std::int64_t window = 0;
+  std::int64_t window = 0, window_nonzero = 0;
   const LongMemoryResult r = train_long_memory(config, [&](const TrainProgress& p) {
     window_loss += p.loss;
     window_accuracy += p.accuracy;
-    window_log_norm += std::log(std::max(p.grad_norm, 1e-300));
+    if (p.grad_norm > 0) {
+      window_log_norm += std::log(p.grad_norm);
+      ++window_nonzero;
+    }
     window_max_norm = std::max(window_max_norm, p.grad_norm);
     ++window;
     if (log_every > 0 && p.iteration % log_every == 0) {
@@ -378,10 +382,11 @@ void run_long_memory_command(const LongMemoryConfig& config, std::int64_t log_ev
       fmt::print("iter {:>7}  loss {:.4f}  acc {:.3f}  (mean of {}: loss {:.4f}, acc {:.3f}; "
                  "|grad| geo-mean {:.3g}, max {:.3g})  {:.1f} it/s  {}  {:.1f} s\n",
                  p.iteration, p.loss, p.accuracy, window, window_loss / n, window_accuracy / n,
-                 std::exp(window_log_norm / n), window_max_norm, p.iterations_per_second,
+                 window_nonzero > 0 ? std::exp(window_log_norm / double(window_nonzero)) : 0.0,
+                 window_max_norm, p.iterations_per_second,
                  tokens(p.tokens_per_second), p.seconds);
       window_loss = window_accuracy = window_log_norm = window_max_norm = 0.0;
-      window = 0;
+      window = window_nonzero = 0;
     }
     bar.update(p.iteration, status(p));
   });
