@@ -1,8 +1,12 @@
 // The persistent-RNN planner: tiling and capacity from device properties, cost from the MBSP
-// model. No per-GPU tables: everything is derived from the DeviceInfo the driver reports.
+// bound and from the latency model of the kernels (plan.h). No per-GPU tables: everything is
+// derived from the DeviceInfo the driver reports; the latency model's constants are SM clock
+// cycles, converted with its clock rate.
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/check.h"
 #include "persistent/tiling.h"
@@ -164,8 +168,177 @@ constexpr double kSharedBytesPerSmPerCycle = 128.0;
 constexpr double kL2OverDram = 2.5;
 constexpr std::int64_t kSharedReserveBytes = 4096;  // barrier flags, reductions
 
+// ---- the latency model (plan.h: PassCost) ----------------------------------------------------
+// Cycles of the SM clock. The cycle constants were fitted together (least squares on the log of
+// predicted / measured, then rounded; the GEMMs' efficiency set beforehand, below) to the H200
+// steps of the committed measurements, forward and forward + backward, T = 256, B <= 32
+// (bench/results/h200/: ab/lengths_new_*.csv, rnn_lab.csv, cells_figure3.csv f32,
+// cells_figure3_bf16_6bf5964.csv, tensor_cores/h2048_batch_*_6bf5964.csv,
+// cells_targets16_6c29441.csv, cells_targets32_2c511a9.csv); beside each, the measurements that
+// pin it down. bench/persistent/NOTES.md ("The planner's latency model") has the fit.
+//
+// The exchange: a chunk's records (or arrival count) going out at one SM to a polling consumer
+// at another seeing them, through L2. Set by how much one chunk's chain exceeds a CTA's busy time
+// on it: the direct kernel runs B = 2 as two chunks of one as fast as B = 1 as one (H=1152 2.37
+// vs 2.39, H=2048 3.35 vs 3.41 µs/step, ab/lengths_new_*.csv), while the staged and tensor-core
+// kernels double with the chunks (staged LSTM f32 H=1024 B=4 5.81, B=8 11.45, cells_figure3.csv;
+// tensor-core LSTM bf16 H=2048 B=8 8.21, B=16 15.64, h2048_batch_lstm_6bf5964.csv).
+constexpr double kExchangeCycles = 1000;
+// The direct FMA kernels (vanilla cells; rnn_kernels.cu): the poll of the thread's own records,
+// the reduce-scatter's shared-memory step and the CTA barrier (fixed), then the finishing threads
+// and the publish (the tail: the other warps start the next chunk meanwhile). The tail from the
+// same B = 1 / B = 2 pairs; the fixed part from ReLU f32 H=1152 B=4 2.99, B=8 4.80
+// (rnn_lab.csv), H=2048 B=4 5.26 µs/step.
+constexpr double kDirectFixedCycles = 1050;
+constexpr double kDirectTailCycles = 1800;
+// The staged FMA kernels (gated cells with FMA weights): the staging's polls, its barrier, the
+// reduction's barrier, the finishers' gate math, the publish. From the gated f32 steps at B = 1..32
+// (cells_figure3.csv: LSTM H=1024 3.61 at B = 1, 5.81 at B = 4; GRU H=1152 2.98, 4.71) and the
+// bf16 ones at B = 1, 2 (cells_figure3_bf16_6bf5964.csv: LSTM H=1152 3.08, 3.58).
+constexpr double kStagedFixedCycles = 3450;
+// The tensor-core kernels (tensor_core_kernel.cuh). Forward: thread 0's wait on the arrival
+// counter, the barriers around the staging and the warps' sums, the finishers, the h store, the
+// fence and the count; from the bf16 forward at B = 1..32 (LSTM H=1152 B=4 4.07, GRU 3.62,
+// cells_figure3_bf16_6bf5964.csv; LSTM H=2048 B=1 4.54, h2048_batch_lstm_6bf5964.csv). Backward
+// data: the wait, the sums of the partial products, the finishers, the staging of dQ, the fence
+// and the count; from forward + backward minus forward at the same points (LSTM H=1152 B=4 10.42
+// − 4.07), which also holds the backward's GEMMs (kGemmEfficiency). Check: ncu kernel times at
+// LSTM H=1152 B=4, forward 3.87 and backward data 5.17, H=2048 B=4 5.25 and 7.18 µs/step
+// (docs/PERFORMANCE.md; the model: 3.74, 5.66, 5.23, 7.60).
+constexpr double kTensorCoreForwardFixedCycles = 4500;
+constexpr double kTensorCoreBackwardFixedCycles = 7150;
+// Compute. FMA kernels: cycles per instruction of a thread (its FMAs, its 16-bit unpacking, about
+// 4 per partial sum of its reduce-scatter), per warp a scheduler holds (at least one); from how the
+// steps grow with the chunk (ReLU f32 H=1152 B=4 → 8, LSTM f32 H=1024 B=1 → 2 → 4). Tensor-core
+// kernels: cycles per mma.sync m16n8k16 (or shared-memory fragment load) of a warp, per warp a
+// scheduler holds; from the 16-bit forward at B = 8 → 16 (unpacked: 4 times the mma of B = 4),
+// LSTM H=1152 5.24 → 7.86 µs/step.
+constexpr double kIssueCycles = 1.2;
+constexpr double kMmaCycles = 14;
+constexpr int kSchedulersPerSm = 4;
+// The exchange data a CTA reads (and the tensor-core backward writes) through L2, bytes per SM per
+// cycle when every SM reads the same lines at once: from the tensor-core forward's growth with
+// the batch at H = 2048 (LSTM bf16 4.54 / 4.88 / 5.86 / 8.21 µs/step at B = 1 / 2 / 4 / 8, one
+// chunk each; its staging reads 8 KB per batch element).
+constexpr double kL2BytesPerSmPerCycle = 16;
+// The GEMMs over all T·B rows (outside the recurrence): fp32 layers on the FP32 pipes, 16-bit
+// layers on TF32 tensor cores (2048 flops per SM per cycle on sm_90), at a third of that peak:
+// the four TF32 GEMMs of LSTM bf16 H=1152 B=4 run at 35% (ncu: 0.92 µs/step), and moving the
+// 16-bit layers' GEMMs from FP32 to TF32 took LSTM bf16 H=1152 B=1 from 3.72 to 3.08 µs/step and
+// B=2 from 4.33 to 3.58 (cells_figure3.csv, cells_figure3_bf16_6bf5964.csv: the FP32 GEMM at a
+// quarter to a third of its peak).
+constexpr double kTf32FlopsPerSmPerCycle = 2048.0;
+constexpr double kGemmEfficiency = 1.0 / 3.0;
+
 double mib(std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 double kib(std::int64_t bytes) { return static_cast<double>(bytes) / 1024.0; }
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// One batch chunk of one pass, in cycles (plan.h: PassCost).
+struct ChunkCycles {
+  double fixed = 0.0, compute = 0.0, l2 = 0.0, tail = 0.0;
+};
+
+// The chunks of one pass of FMA kernel shape t (rnn_kernels.cu). A thread holds `rows` weight
+// rows (the direct forward NG·R, otherwise R) of 3·`groups` columns (the direct backward NG·G
+// groups, otherwise G) and issues, per chunk of BC, rows·3·groups·BC FMAs, two unpacking
+// instructions per register of two 16-bit weights and column, and about 4 per partial sum of its
+// reduce-scatter (rows·BC padded to 8: select, select, shuffle, add); the CTA reads the chunk's
+// records once: nb · records · 16 bytes (records of h forward, of dQ backward).
+std::vector<ChunkCycles> fma_chunks(const persistent::Tiling& t, bool forward, std::int64_t hidden,
+                                    std::int64_t batch) {
+  const persistent::KernelShape& s = persistent::kShapes[t.shape];
+  const std::int64_t rows = forward && !s.staged ? std::int64_t{s.gates} * s.rows : s.rows;
+  const std::int64_t groups = !forward && !s.staged ? std::int64_t{s.gates} * s.groups : s.groups;
+  const std::int64_t columns = persistent::kUnitsPerRecord * groups;
+  const std::int64_t fmas = rows * columns * s.batch_chunk;
+  const std::int64_t unpacking = s.storage == DType::F32 ? 0 : 2 * ceil_div(rows, 2) * columns;
+  const std::int64_t partials = ceil_div(rows * s.batch_chunk, 8) * 8;
+  const double instructions = static_cast<double>(fmas + unpacking + 4 * partials);
+  const double warps_per_scheduler =
+      std::max(1.0, static_cast<double>(t.threads) / 32.0 / kSchedulersPerSm);
+  const std::int64_t records =
+      forward ? ceil_div(hidden, persistent::kUnitsPerRecord) : t.records;
+  std::vector<ChunkCycles> chunks;
+  for (std::int64_t b0 = 0; b0 < batch; b0 += s.batch_chunk) {
+    const std::int64_t nb = std::min<std::int64_t>(s.batch_chunk, batch - b0);
+    chunks.push_back({s.staged ? kStagedFixedCycles : kDirectFixedCycles,
+                      kIssueCycles * instructions * warps_per_scheduler,
+                      static_cast<double>(nb * records * 16) / kL2BytesPerSmPerCycle,
+                      s.staged ? 0.0 : kDirectTailCycles});
+  }
+  return chunks;
+}
+
+// The chunks of one pass of tensor-core shape s (tensor_core_kernel.cuh) at `ctas` CTAs. A warp
+// issues, per chunk of nb ≤ 8·NT, KT · ceil(NG·R/16) mma per product (one when nb ≤ 4 packs hi
+// and lo into one n tile, else two per n tile: the forward all NT, the backward the chunk's) and
+// loads its KS shared-memory tiles' fragments; the CTA reads the chunk's h (forward, nb rows of
+// H rounded up to 4, fp32), or its units' partial products from every CTA and writes its own
+// for every unit (backward).
+std::vector<ChunkCycles> tensor_core_chunks(const persistent::TensorCoreShape& s, bool forward,
+                                            std::int64_t hidden, std::int64_t batch, int ctas) {
+  const std::int64_t row_tiles = ceil_div(std::int64_t{s.gates} * s.rows, 16);
+  const std::int64_t nb_max = 8 * s.n_tiles;
+  const double warps_per_scheduler =
+      static_cast<double>(persistent::kTensorCoreWarps) / kSchedulersPerSm;
+  std::vector<ChunkCycles> chunks;
+  for (std::int64_t b0 = 0; b0 < batch; b0 += nb_max) {
+    const std::int64_t nb = std::min(nb_max, batch - b0);
+    const std::int64_t products = nb <= 4 ? 1 : 2 * (forward ? s.n_tiles : ceil_div(nb, 8));
+    const std::int64_t ops = s.k_tiles * row_tiles * products + s.smem_tiles * row_tiles;
+    const std::int64_t l2_bytes =
+        forward ? nb * persistent::tensor_core_h_stride(hidden) * 4
+                : s.rows * ceil_div(nb, 4) * 16 * ctas + hidden * nb * 4;
+    chunks.push_back(
+        {forward ? kTensorCoreForwardFixedCycles : kTensorCoreBackwardFixedCycles,
+         kMmaCycles * static_cast<double>(ops) * warps_per_scheduler,
+         static_cast<double>(l2_bytes) / kL2BytesPerSmPerCycle, 0.0});
+  }
+  return chunks;
+}
+
+// step = max(chain of the first, longest chunk, Σ busy) (plan.h: PassCost), in µs.
+PassCost pass_cost(std::string kernel, std::int64_t chunk, const std::vector<ChunkCycles>& chunks,
+                   double cycles_per_us) {
+  PassCost c;
+  c.kernel = std::move(kernel);
+  c.chunks = static_cast<int>(chunks.size());
+  c.chunk = static_cast<int>(chunk);
+  const ChunkCycles& first = chunks.front();
+  c.exchange_us = kExchangeCycles / cycles_per_us;
+  c.fixed_us = first.fixed / cycles_per_us;
+  c.compute_us = first.compute / cycles_per_us;
+  c.l2_us = first.l2 / cycles_per_us;
+  c.tail_us = first.tail / cycles_per_us;
+  c.chain_us = c.exchange_us + c.fixed_us + c.compute_us + c.l2_us + c.tail_us;
+  double busy = 0.0;
+  for (const ChunkCycles& k : chunks) busy += k.fixed + k.compute + k.l2;
+  c.busy_us = busy / cycles_per_us / c.chunks;
+  c.step_us = std::max(c.chain_us, busy / cycles_per_us);
+  return c;
+}
+
+// Both passes of the kernels that run tiling t (none where t.runs() is false).
+void predict_passes(PersistentPlan& p, const persistent::Tiling& t, std::int64_t hidden,
+                    std::int64_t batch, double cycles_per_us) {
+  if (!t.runs()) return;
+  for (const bool forward : {true, false}) {
+    PassCost& cost = forward ? p.forward : p.backward_data;
+    if (t.tensor_core >= 0 && (forward || t.tensor_core_backward)) {
+      const persistent::TensorCoreShape& s = persistent::kTensorCoreShapes[t.tensor_core];
+      cost = pass_cost("tensor cores", std::min<std::int64_t>(8 * s.n_tiles, batch),
+                       tensor_core_chunks(s, forward, hidden, batch, t.tensor_core_ctas),
+                       cycles_per_us);
+    } else {
+      const persistent::KernelShape& s = persistent::kShapes[t.shape];
+      cost = pass_cost(s.staged ? "FMA staged" : "FMA direct",
+                       std::min<std::int64_t>(s.batch_chunk, batch),
+                       fma_chunks(t, forward, hidden, batch), cycles_per_us);
+    }
+  }
+}
 
 }  // namespace
 
@@ -220,7 +393,22 @@ PersistentPlan plan_persistent(const RnnDesc& desc, std::int64_t batch, const De
   const double exchange_bytes = static_cast<double>(p.ctas * batch * H * 4);
   p.exchange_us = dram_bytes_per_s > 0 ? exchange_bytes / (kL2OverDram * dram_bytes_per_s) * 1e6 : 0;
   p.sync_us = kGridSyncUs;
-  p.step_us = std::max({p.compute_us, p.shared_us, p.exchange_us}) + p.sync_us;
+  p.mbsp_us = std::max({p.compute_us, p.shared_us, p.exchange_us}) + p.sync_us;
+
+  const double cycles_per_us = dev.sm_clock_khz * 1e-3;
+  predict_passes(p, kernel_tiling, H, batch, cycles_per_us);
+  if (!p.forward.kernel.empty()) {
+    const double gemm_flops_per_s =
+        dev.sm_count * clock_hz * kGemmEfficiency *
+        (desc.weight_dtype == DType::F32 ? kFp32FlopsPerSmPerCycle : kTf32FlopsPerSmPerCycle);
+    auto gemm_us = [&](std::int64_t k) {
+      return 2.0 * static_cast<double>(batch * G * H * k) / gemm_flops_per_s * 1e6;
+    };
+    p.input_gemm_us = gemm_us(desc.input_size);
+    p.backward_gemms_us = 2.0 * gemm_us(desc.input_size) + gemm_us(H);  // d(in), dW_ih; dW_hh
+    p.step_us = p.forward.step_us + p.input_gemm_us;
+    p.train_step_us = p.step_us + p.backward_data.step_us + p.backward_gemms_us;
+  }
 
   const std::string layer = fmt::format("{} H={} {} weights", to_string(desc.cell), H,
                                         to_string(desc.weight_dtype));
@@ -250,9 +438,30 @@ std::string describe(const PersistentPlan& p) {
   s += fmt::format("  kernel      {}\n", p.kernel);
   s += fmt::format("  capacity    {:.1f} KiB registers + {:.1f} KiB shared memory per CTA available\n",
                    kib(p.register_budget_per_cta), kib(p.shared_budget_per_cta));
-  s += fmt::format("  predicted   {:.2f} us/step = max(compute {:.2f}, shared {:.2f}, exchange "
+  if (p.forward.kernel.empty()) {
+    s += "  predicted   none: no persistent kernel runs this layer (the MBSP bound below)\n";
+  } else {
+    s += fmt::format(
+        "  predicted   {:.2f} us/step = forward {:.2f} + input GEMM {:.2f}; forward + backward "
+        "{:.2f} = {:.2f} + backward data {:.2f} + GEMMs {:.2f}\n",
+        p.step_us, p.forward.step_us, p.input_gemm_us, p.train_step_us, p.step_us,
+        p.backward_data.step_us, p.backward_gemms_us);
+    for (const bool forward : {true, false}) {
+      const PassCost& c = forward ? p.forward : p.backward_data;
+      s += fmt::format("  {:<11} {:.2f} us/step = max(chain {:.2f}, {} chunk{} x busy {:.2f}), {}, "
+                       "chunks of {}\n",
+                       forward ? "forward" : "backward", c.step_us, c.chain_us, c.chunks,
+                       c.chunks == 1 ? "" : "s", c.busy_us, c.kernel, c.chunk);
+      s += fmt::format("                chain = exchange {:.2f} + fixed {:.2f} + compute {:.2f} + "
+                       "L2 {:.2f}{}\n",
+                       c.exchange_us, c.fixed_us, c.compute_us, c.l2_us,
+                       c.tail_us > 0.0 ? fmt::format(" + finishers {:.2f}", c.tail_us)
+                                       : std::string());
+    }
+  }
+  s += fmt::format("  MBSP bound  {:.2f} us/step = max(compute {:.2f}, shared {:.2f}, exchange "
                    "{:.2f}) + sync {:.2f}\n",
-                   p.step_us, p.compute_us, p.shared_us, p.exchange_us, p.sync_us);
+                   p.mbsp_us, p.compute_us, p.shared_us, p.exchange_us, p.sync_us);
   return s;
 }
 

@@ -1,5 +1,5 @@
 // `prnn plan`: how a recurrent layer would be laid out on this GPU by the persistent kernels, and
-// the predicted cost of a step.
+// the predicted cost of a step (the latency model of the kernels, with the MBSP bound beside it).
 #include <fmt/format.h>
 
 #include <memory>
@@ -29,6 +29,11 @@ void run_plan(const PlanOptions& o) {
   fmt::print("{} on GPU {} ({}, {} SMs), batch {}\n", to_string(desc.cell), d.index, d.name,
              d.sm_count, o.batch);
   fmt::print("{}", describe(plan_persistent(desc, o.batch, d)));
+  // The latency model's cycle constants were fitted on an H200 (src/persistent/planner.cpp).
+  if (d.cc_major != 9)
+    fmt::print("note: the latency model's cycle constants were fitted on an H200 (sm_90); on this "
+               "sm_{}{} GPU its prediction is a rough guide\n",
+               d.cc_major, d.cc_minor);
 }
 
 }  // namespace
