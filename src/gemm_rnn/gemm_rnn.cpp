@@ -84,6 +84,12 @@ PersistentKnobs PersistentKnobs::from_environment() {
                      : text == "1" ? TensorCores::ForwardBackward
                                    : TensorCores::Forward;
   }
+  if (const char* t = std::getenv("PRNN_PERSISTENT_FINISH_BARRIER"); t != nullptr && *t != '\0') {
+    const std::string text = t;
+    PRNN_EXPECT(text == "0" || text == "1",
+                "PRNN_PERSISTENT_FINISH_BARRIER: expected 0 or 1, got '{}'", text);
+    k.finish_barrier = text == "1" ? 1 : 0;
+  }
   if (const char* t = std::getenv("PRNN_PERSISTENT_STALL"); t != nullptr && *t != '\0') {
     const std::string text = t, what = "<cta>:<step>:<milliseconds>";
     const std::size_t a = text.find(':'), b = a == std::string::npos ? a : text.find(':', a + 1);
@@ -162,11 +168,6 @@ void CachedGraph::launch(cudaStream_t stream) const {
 
 // ---- GemmRnn -------------------------------------------------------------------------------
 
-// The handle with its workspace (core/cublas.h), under the name gemm_rnn.h declares.
-struct GemmRnn::Blas : CublasHandle {
-  using CublasHandle::CublasHandle;
-};
-
 GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, int device,
                  Recurrence recurrence)
     : desc_(desc),
@@ -211,7 +212,7 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
 
   // PEDANTIC math keeps fp32 GEMMs in fp32 (no TF32, no emulation, whatever the environment
   // says); the workspace is ours, so neither calls nor graph captures allocate.
-  blas_ = std::make_unique<Blas>(GemmMath::Fp32);
+  blas_ = std::make_unique<CublasHandle>(GemmMath::Fp32);
   blas_->own_workspace(device);
   PRNN_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
 
@@ -272,6 +273,7 @@ void GemmRnn::launch_persistent(persistent::Pass pass, persistent::Params p, cud
   p.stall_cta = knobs_.stall_cta;
   p.stall_step = knobs_.stall_step;
   p.stall_ns = knobs_.stall_ns;
+  p.finish_barrier = knobs_.finish_barrier >= 0 ? knobs_.finish_barrier != 0 : tiling_.finish_barrier;
   persistent::launch(pass, tiling_, p, s);
 }
 

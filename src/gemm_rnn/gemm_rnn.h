@@ -56,6 +56,10 @@
 #include "prnn/rnn.h"
 #include "prnn/tensor.h"
 
+namespace prnn {
+class CublasHandle;  // core/cublas.h
+}  // namespace prnn
+
 namespace prnn::gemm_rnn {
 
 // Empty when the GEMM-RNN can run the problem (f32, 32-bit cuBLAS sizes);
@@ -134,6 +138,9 @@ struct PersistentKnobs {
   std::int32_t stall_cta = -1, stall_step = 0;
   std::uint64_t stall_ns = 0;
   persistent::TensorCores tensor_cores = persistent::TensorCores::ForwardBackward;
+  // The FMA kernels' CTA barrier after the finishers (persistent::Tiling::finish_barrier): -1
+  // the tiling's choice, else off (0) or on (1) (PRNN_PERSISTENT_FINISH_BARRIER, for A/B runs).
+  std::int32_t finish_barrier = -1;
   static PersistentKnobs from_environment();
 };
 
@@ -162,7 +169,6 @@ class GemmRnn {
   std::size_t workspace_bytes() const;
 
  private:
-  struct Blas;
   // The launches of one call, in order, on `s` (the capture stream).
   void enqueue_forward(const ForwardArgs& args, cudaStream_t s);
   void enqueue_backward_data(const BackwardDataArgs& args, cudaStream_t s);
@@ -213,7 +219,7 @@ class GemmRnn {
   std::vector<std::int64_t> residual_slot_;  // [L] slot of layer l in residual_, -1: none
   DeviceBuffer dh_, carry_, carry_h_, ones_, lengths_;  // workspace
   bool masked_ = false;  // the last forward had a sequence shorter than T
-  std::unique_ptr<Blas> blas_;
+  std::unique_ptr<CublasHandle> blas_;  // with its workspace
   cudaStream_t capture_ = nullptr;
   CachedGraph forward_graph_, backward_graph_;
 

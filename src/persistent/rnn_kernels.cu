@@ -21,7 +21,9 @@
 //           this one still computes (pipelining over the mini-batch; tiling.h picks two chunks
 //           per step where it can). A finisher keeps its units of every batch element it
 //           finishes, so the state it needs from the previous step (c_{t-1}, the GRU's h_{t-1},
-//           the carry) is what it wrote itself.
+//           the carry) is what it wrote itself. Where the tiling asks for it
+//           (Tiling::finish_barrier), a CTA barrier after the finishers keeps the other warps
+//           from polling the next chunk's records until this chunk's records are out.
 // Sync:     none besides the tagged records: a record's tag is epoch + s, the epoch advanced by
 //           T per launch (the last CTA to finish does it), so records of other steps or launches
 //           never match. Two buffers suffice: a CTA publishes step s only after reading all of
@@ -430,6 +432,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
           }
         }
       }
+      // Where the tiling asks for it, no warp polls the next chunk's records until the
+      // finishers' stores have issued (their polls slow the finishers' shared-memory sums).
+      if (p.finish_barrier) __syncthreads();
       parity ^= 1;
     }
   }

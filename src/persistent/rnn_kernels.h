@@ -90,6 +90,8 @@ struct Params {
   unsigned* status_host = nullptr;  // nullable, mapped host word: kStatus* bits for the host
 
   std::uint64_t timeout_ns = 0;
+  // FMA kernels: a CTA barrier after each chunk's finishers (Tiling::finish_barrier).
+  bool finish_barrier = false;
   // Debug knob: CTA stall_cta sleeps stall_ns before processing step stall_step (-1: off).
   std::int32_t stall_cta = -1, stall_step = 0;
   std::uint64_t stall_ns = 0;

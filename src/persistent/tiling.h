@@ -205,6 +205,12 @@ struct Tiling {
   std::size_t tensor_core_smem_bytes = 0;  // the forward's
   // Its exchange, after the records (tensor_core_exchange_bytes() above; 0 without one).
   std::size_t tensor_core_exchange_bytes = 0;
+  // The FMA kernel's CTA barrier after each batch chunk's finishers: the other warps wait for
+  // the chunk's records to go out before they poll the next chunk's. Set (tile()) where it was
+  // measured faster: direct shapes whose step is one chunk, or two chunks of rows x chunk >= 36
+  // (H = 1152 B = 8, H = 2048 B = 4); not at two chunks of 1 or 2 at 9 rows, nor at four chunks
+  // (bench/persistent/NOTES.md, "The chunk's chain timed inside the kernel").
+  bool finish_barrier = false;
   std::string reason;
 
   // Whether both passes have a kernel: an FMA shape, or a tensor-core shape for both (the large

@@ -53,6 +53,31 @@ TEST(Planner, ReluH1152FitsInRegisters) {
   EXPECT_GT(p.step_us, p.mbsp_us);
 }
 
+// The FMA kernel's barrier after the finishers, where it was measured faster (tiling.h): a step
+// of one chunk (B = 1), two chunks of 36 sums (H = 1152 B = 8: 9 rows x 4; H = 2048 B = 4: 18 x
+// 2); not two chunks of 9 or 18 sums (H = 1152 B = 2, 4; H = 2048 B = 2), nor four chunks
+// (B = 16; H = 2048 B = 8), nor the staged gated shapes.
+TEST(Planner, FinishBarrierWhereMeasuredFaster) {
+  using persistent::tile;
+  auto barrier = [](int gates, std::int64_t H, std::int64_t B) {
+    const persistent::Tiling t = tile(gates, H, B, 132, DType::F32);
+    EXPECT_GE(t.shape, 0) << t.reason;
+    EXPECT_EQ(t.finish_barrier, t.reason.find("barrier") != std::string::npos) << t.reason;
+    return t.finish_barrier;
+  };
+  EXPECT_TRUE(barrier(1, 1152, 1));
+  EXPECT_FALSE(barrier(1, 1152, 2));
+  EXPECT_FALSE(barrier(1, 1152, 4));
+  EXPECT_TRUE(barrier(1, 1152, 8));
+  EXPECT_FALSE(barrier(1, 1152, 16));
+  EXPECT_TRUE(barrier(1, 2048, 1));
+  EXPECT_FALSE(barrier(1, 2048, 2));
+  EXPECT_TRUE(barrier(1, 2048, 4));
+  EXPECT_FALSE(barrier(1, 2048, 8));
+  EXPECT_FALSE(barrier(4, 1024, 1));  // staged LSTM
+  EXPECT_FALSE(barrier(3, 1152, 4));  // staged GRU
+}
+
 TEST(Planner, SpillsToSharedMemoryThenStops) {
   // LSTM H=2048 in bf16: 32 MiB, 254 KiB per SM: registers (~191 KiB) + shared memory.
   const PersistentPlan lstm16 = plan_persistent(rnn(Cell::LSTM, 2048, DType::BF16), 4, h200());

@@ -169,13 +169,18 @@ std::vector<RnnCase> cases() {
 // and "forward" (the tensor-core forward, then the FMA backward: the path of batches above
 // kTensorCoreBackwardMaxBatch), so that every kernel keeps its cases; larger layers run on the
 // tensor cores alone (RnnGpuChoice checks that the knobs refuse them).
+// finish_barrier: the PRNN_PERSISTENT_FINISH_BARRIER of the run ("": the tiling's choice). The
+// fp32 vanilla cases of one layer at H >= 1000 also run with the barrier forced on and off, so
+// that both forms of the FMA kernel's chunk end keep their cases at every batch shape.
 struct GpuCase {
   RnnAlgo algo = RnnAlgo::Persistent;
   RnnCase c;
   std::string tensor_cores = "1";
+  std::string finish_barrier = "";
   std::string name() const {
     const char* variant = tensor_cores == "0" ? "_fma_" : tensor_cores == "forward" ? "_tcforward_" : "_";
-    return std::string(to_string(algo)) + variant + c.name();
+    const std::string barrier = finish_barrier.empty() ? "" : "barrier" + finish_barrier + "_";
+    return std::string(to_string(algo)) + variant + barrier + c.name();
   }
 };
 inline void PrintTo(const GpuCase& g, std::ostream* os) { *os << g.name(); }
@@ -187,6 +192,10 @@ std::vector<GpuCase> gpu_cases() {
   for (const RnnCase& c : cases())
     if (c.dtype != DType::F32 && (c.cell == Cell::GRU || c.cell == Cell::LSTM) && c.H <= 1152)
       for (const char* knob : {"0", "forward"}) v.push_back({RnnAlgo::Persistent, c, knob});
+  for (const RnnCase& c : cases())
+    if ((c.cell == Cell::ReLU || c.cell == Cell::ClippedReLU || c.cell == Cell::Tanh) &&
+        c.dtype == DType::F32 && c.L == 1 && c.H >= 1000)
+      for (const char* barrier : {"0", "1"}) v.push_back({RnnAlgo::Persistent, c, "1", barrier});
   return v;
 }
 
@@ -221,7 +230,8 @@ const RnnData& reference_of(const RnnCase& c) {
       const bool wanted = std::any_of(selected.begin(), selected.end(), [&](const std::string& n) {
         for (RnnAlgo algo : {RnnAlgo::Persistent, RnnAlgo::GemmPerStep})
           for (const char* knob : {"1", "0", "forward"})
-            if (n == "MatchesReference/" + GpuCase{algo, rc, knob}.name()) return true;
+            for (const char* barrier : {"", "0", "1"})
+              if (n == "MatchesReference/" + GpuCase{algo, rc, knob, barrier}.name()) return true;
         return false;
       });
       if (!wanted) continue;
@@ -372,6 +382,7 @@ TEST_P(RnnGpu, MatchesReference) {
   const RnnData& s = reference_of(c);
 
   const EnvScope tensor_cores("PRNN_PERSISTENT_TENSOR_CORES", GetParam().tensor_cores.c_str());
+  const EnvScope barrier("PRNN_PERSISTENT_FINISH_BARRIER", GetParam().finish_barrier.c_str());
   Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), GetParam().algo);
   ASSERT_EQ(rnn.algo(), GetParam().algo) << rnn.reason();
   const Inputs in = upload_inputs(s, c.dtype);
@@ -537,7 +548,8 @@ TEST(RnnGpuSafety, MalformedKnobIsInvalidArgument) {
   const RnnCase c{Cell::ReLU, 4, 2, 3, 8, 1, false, true};
   const std::pair<const char*, const char*> knobs[] = {{"PRNN_PERSISTENT_STALL", "1:x"},
                                                       {"PRNN_PERSISTENT_TENSOR_CORES", "2"},
-                                                      {"PRNN_PERSISTENT_TENSOR_CORES", "fwd"}};
+                                                      {"PRNN_PERSISTENT_TENSOR_CORES", "fwd"},
+                                                      {"PRNN_PERSISTENT_FINISH_BARRIER", "yes"}};
   for (const auto& [name, value] : knobs) {
     const EnvScope knob(name, value);
     try {
