@@ -221,6 +221,7 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
     tiling_ = persistent::tile(gate_count(desc.cell), H_, B_, device_info(device).sm_count,
                                desc.weight_dtype, knobs_.tensor_cores);
     PRNN_ASSERT(tiling_.runs());  // can_implement_persistent said so
+    if (knobs_.finish_barrier >= 0) tiling_.finish_barrier = knobs_.finish_barrier != 0;
     exchange_ = DeviceBuffer(persistent::exchange_bytes(tiling_, B_));
     PRNN_CUDA_CHECK(cudaMemset(exchange_.data(), 0, exchange_.bytes()));
     const unsigned control[persistent::kControlWords] = {0, 1, 0, 0};  // epoch 1: tags never 0
@@ -273,7 +274,7 @@ void GemmRnn::launch_persistent(persistent::Pass pass, persistent::Params p, cud
   p.stall_cta = knobs_.stall_cta;
   p.stall_step = knobs_.stall_step;
   p.stall_ns = knobs_.stall_ns;
-  p.finish_barrier = knobs_.finish_barrier >= 0 ? knobs_.finish_barrier != 0 : tiling_.finish_barrier;
+  p.finish_barrier = tiling_.finish_barrier;
   persistent::launch(pass, tiling_, p, s);
 }
 

@@ -138,8 +138,9 @@ struct PersistentKnobs {
   std::int32_t stall_cta = -1, stall_step = 0;
   std::uint64_t stall_ns = 0;
   persistent::TensorCores tensor_cores = persistent::TensorCores::ForwardBackward;
-  // The FMA kernels' CTA barrier after the finishers (persistent::Tiling::finish_barrier): -1
-  // the tiling's choice, else off (0) or on (1) (PRNN_PERSISTENT_FINISH_BARRIER, for A/B runs).
+  // Overrides persistent::Tiling::finish_barrier (the FMA kernels' CTA barrier after the
+  // finishers): -1 keeps the tiling's choice, 0 off, 1 on (PRNN_PERSISTENT_FINISH_BARRIER, for
+  // A/B runs).
   std::int32_t finish_barrier = -1;
   static PersistentKnobs from_environment();
 };
