@@ -1,7 +1,8 @@
 // Persistent-RNN kernel lab: times prnn::Rnn forward and forward+backward (µs per step, CUDA
 // events, median of repeats) for the persistent kernels and the GEMM-RNN on a few shapes, through
-// the public API only. Built by hand on the GPU machine (bench/persistent/lab.sh); the committed
-// benchmark is `prnn bench rnn`.
+// the public API only, each call timed alone and back to back (20 calls between two events).
+// Built by hand on the GPU machine (bench/persistent/lab.sh); the committed benchmark is
+// `prnn bench rnn`.
 //   lab [H B T]...   default: 1152 4 256, 2048 4 256, 1152 1 256, 1152 16 256
 #include <cuda_runtime.h>
 
@@ -40,6 +41,28 @@ float median_us(prnn::Rnn& rnn, const std::function<void()>& run, int repeats) {
   return v[v.size() / 2];
 }
 
+// Back to back: `calls` calls between two events (the host enqueues ahead of the GPU), per call;
+// the median of `repeats` such batches.
+float back_to_back_us(prnn::Rnn& rnn, const std::function<void()>& run, int calls, int repeats) {
+  for (int i = 0; i < 3; ++i) run();
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<float> v;
+  for (int i = 0; i < repeats; ++i) {
+    cudaEventRecord(a);
+    for (int c = 0; c < calls; ++c) run();
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    v.push_back(ms * 1000.0f / static_cast<float>(calls));
+  }
+  rnn.check();
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 prnn::DeviceBuffer random_buffer(std::size_t n, float scale, std::mt19937& gen) {
   std::uniform_real_distribution<float> d(-scale, scale);
   std::vector<float> h(n);
@@ -56,7 +79,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 2 < argc; i += 3) shapes.push_back({atol(argv[i]), atol(argv[i + 1]), atol(argv[i + 2])});
   if (shapes.empty()) shapes = {{1152, 4, 256}, {2048, 4, 256}, {1152, 1, 256}, {1152, 16, 256}, {1152, 4, 16}};
   std::mt19937 gen(7);
-  std::printf("%-22s %-14s %10s %10s\n", "shape", "algo", "fwd_us/st", "fb_us/st");
+  std::printf("%-22s %-14s %10s %10s %10s %10s\n", "shape", "algo", "fwd_us/st", "fb_us/st",
+              "fwd_b2b", "fb_b2b");
   for (auto [H, B, T] : shapes) {
     prnn::RnnDesc d{prnn::Cell::ReLU, H, H, 1, prnn::Direction::Unidirectional, prnn::DType::F32};
     const auto P = prnn::rnn_param_count(d);
@@ -78,7 +102,9 @@ int main(int argc, char** argv) {
         rnn.backward_weights(view(x, {T, B, H}), {}, {}, view(dparams, {P}));
       };
       const float f = median_us(rnn, fwd, 20) / T, fbt = median_us(rnn, fb, 20) / T;
-      std::printf("%-22s %-14s %10.3f %10.3f\n", shape, prnn::to_string(algo), f, fbt);
+      const float f2 = back_to_back_us(rnn, fwd, 20, 5) / T, fb2 = back_to_back_us(rnn, fb, 20, 5) / T;
+      std::printf("%-22s %-14s %10.3f %10.3f %10.3f %10.3f\n", shape, prnn::to_string(algo), f, fbt,
+                  f2, fb2);
     }
   }
   return 0;

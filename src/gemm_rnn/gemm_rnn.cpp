@@ -90,6 +90,12 @@ PersistentKnobs PersistentKnobs::from_environment() {
                 "PRNN_PERSISTENT_FINISH_BARRIER: expected 0 or 1, got '{}'", text);
     k.finish_barrier = text == "1" ? 1 : 0;
   }
+  if (const char* t = std::getenv("PRNN_PERSISTENT_GRAPHS"); t != nullptr && *t != '\0') {
+    const std::string text = t;
+    PRNN_EXPECT(text == "0" || text == "1", "PRNN_PERSISTENT_GRAPHS: expected 0 or 1, got '{}'",
+                text);
+    k.graphs = text == "1";
+  }
   if (const char* t = std::getenv("PRNN_PERSISTENT_STALL"); t != nullptr && *t != '\0') {
     const std::string text = t, what = "<cta>:<step>:<milliseconds>";
     const std::size_t a = text.find(':'), b = a == std::string::npos ? a : text.find(':', a + 1);
@@ -545,8 +551,10 @@ void GemmRnn::forward(const ForwardArgs& args, cudaStream_t stream) {
   }
   if (recurrence_ == Recurrence::Persistent) {
     throw_if_failed();
-    bind_blas(stream);
-    return enqueue_forward(args, stream);
+    if (!knobs_.graphs) {
+      bind_blas(stream);
+      return enqueue_forward(args, stream);
+    }
   }
   const CachedGraph::Key key{args.x, args.params, args.h0, args.c0,
                              args.y, args.hn,     args.cn, lengths()};
@@ -567,8 +575,10 @@ void GemmRnn::forward(const ForwardArgs& args, cudaStream_t stream) {
 void GemmRnn::backward_data(const BackwardDataArgs& args, cudaStream_t stream) {
   if (recurrence_ == Recurrence::Persistent) {
     throw_if_failed();
-    bind_blas(stream);
-    return enqueue_backward_data(args, stream);
+    if (!knobs_.graphs) {
+      bind_blas(stream);
+      return enqueue_backward_data(args, stream);
+    }
   }
   const CachedGraph::Key key{args.params, args.dy,  args.dhn, args.dcn,
                              args.dx,     args.dh0, args.dc0, lengths()};
@@ -586,11 +596,32 @@ void GemmRnn::backward_data(const BackwardDataArgs& args, cudaStream_t stream) {
   backward_graph_.launch(stream);
 }
 
-// A few large GEMMs, issued directly on the caller's stream (no step loop to capture).
-void GemmRnn::backward_weights(const BackwardWeightsArgs& a, cudaStream_t stream) {
-  const std::int64_t BH = B_ * H_, DH = D_ * H_, TB = T_ * B_, BGH = B_ * GH_;
+// A few large GEMMs per layer direction, replayed from a graph like the other passes (enqueued
+// directly where the persistent knobs turn graphs off).
+void GemmRnn::backward_weights(const BackwardWeightsArgs& args, cudaStream_t stream) {
   throw_if_failed();
-  bind_blas(stream);
+  if (recurrence_ == Recurrence::Persistent && !knobs_.graphs) {
+    bind_blas(stream);
+    return enqueue_backward_weights(args, stream);
+  }
+  const CachedGraph::Key key{args.x, args.h0, args.dparams, nullptr,
+                             nullptr, nullptr, nullptr, nullptr};
+  if (!weights_graph_.matches(key)) {
+    bind_blas(capture_);
+    PRNN_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue_backward_weights(args, capture_);
+    } catch (...) {
+      weights_graph_.abandon_capture(capture_);
+      throw;
+    }
+    weights_graph_.end_capture(capture_, key);
+  }
+  weights_graph_.launch(stream);
+}
+
+void GemmRnn::enqueue_backward_weights(const BackwardWeightsArgs& a, cudaStream_t stream) {
+  const std::int64_t BH = B_ * H_, DH = D_ * H_, TB = T_ * B_, BGH = B_ * GH_;
   CublasHandle& h = *blas_;
   const float one = 1.0f, zero = 0.0f;
   for (std::int64_t l = 0; l < L_; ++l) {

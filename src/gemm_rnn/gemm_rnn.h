@@ -121,8 +121,9 @@ struct BackwardWeightsArgs {
 // How the recurrence of each layer direction runs once the input GEMM is done.
 //   PerStepGemm  the GEMM-RNN above: per step one cuBLAS GEMM and the step kernel, in a graph.
 //   Persistent   one cooperative launch of the persistent kernel (src/persistent/rnn_kernels.h)
-//                per layer direction and pass, W_hh kept in registers; no graph (a handful of
-//                launches per call).
+//                per layer direction and pass, W_hh kept in registers; the input GEMM and the
+//                launches of a call are replayed from a graph too (PersistentKnobs::graphs), so
+//                a short sequence does not wait on the host's launch latency.
 enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 
 // Debug and safety settings of the persistent kernels (defaults: a 2 s bound on every wait, no
@@ -133,6 +134,9 @@ enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 //                                              (tiling.h): 0 none (both on the FMA kernel, for
 //                                              A/B measurements), 1 forward and backward data,
 //                                              forward: the forward only
+//   PRNN_PERSISTENT_FINISH_BARRIER=0|1         overrides the tiling's finishers' barrier
+//   PRNN_PERSISTENT_GRAPHS=0|1                 0: each call's launches enqueued directly, not
+//                                              replayed from a graph
 struct PersistentKnobs {
   std::uint64_t timeout_ns = 2'000'000'000ull;
   std::int32_t stall_cta = -1, stall_step = 0;
@@ -142,6 +146,9 @@ struct PersistentKnobs {
   // finishers): -1 keeps the tiling's choice, 0 off, 1 on (PRNN_PERSISTENT_FINISH_BARRIER, for
   // A/B runs).
   std::int32_t finish_barrier = -1;
+  // Whether a call's work (the GEMMs and the persistent launches) is captured once into a CUDA
+  // graph and replayed (PRNN_PERSISTENT_GRAPHS=0 enqueues it directly, for A/B runs).
+  bool graphs = true;
   static PersistentKnobs from_environment();
 };
 
@@ -173,6 +180,7 @@ class GemmRnn {
   // The launches of one call, in order, on `s` (the capture stream).
   void enqueue_forward(const ForwardArgs& args, cudaStream_t s);
   void enqueue_backward_data(const BackwardDataArgs& args, cudaStream_t s);
+  void enqueue_backward_weights(const BackwardWeightsArgs& args, cudaStream_t s);
   void bind_blas(cudaStream_t s);
   // The persistent launch of one layer direction (params filled but for the control fields).
   void launch_persistent(persistent::Pass pass, persistent::Params p, cudaStream_t s);
@@ -222,7 +230,7 @@ class GemmRnn {
   bool masked_ = false;  // the last forward had a sequence shorter than T
   std::unique_ptr<CublasHandle> blas_;  // with its workspace
   cudaStream_t capture_ = nullptr;
-  CachedGraph forward_graph_, backward_graph_;
+  CachedGraph forward_graph_, backward_graph_, weights_graph_;
 
   Recurrence recurrence_ = Recurrence::PerStepGemm;
   persistent::Tiling tiling_;

@@ -172,15 +172,20 @@ std::vector<RnnCase> cases() {
 // finish_barrier: the PRNN_PERSISTENT_FINISH_BARRIER of the run ("": the tiling's choice). The
 // fp32 vanilla cases of one layer at H >= 1000 also run with the barrier forced on and off, so
 // that both forms of the FMA kernel's chunk end keep their cases at every batch shape.
+// graphs: the PRNN_PERSISTENT_GRAPHS of the run ("": graphs, the default). The persistent cases
+// of several layers, both directions or sequence lengths (several launches per call) also run
+// with "0", each call's launches enqueued directly.
 struct GpuCase {
   RnnAlgo algo = RnnAlgo::Persistent;
   RnnCase c;
   std::string tensor_cores = "1";
   std::string finish_barrier = "";
+  std::string graphs = "";
   std::string name() const {
     const char* variant = tensor_cores == "0" ? "_fma_" : tensor_cores == "forward" ? "_tcforward_" : "_";
     const std::string barrier = finish_barrier.empty() ? "" : "barrier" + finish_barrier + "_";
-    return std::string(to_string(algo)) + variant + barrier + c.name();
+    const std::string direct = graphs == "0" ? "direct_" : "";
+    return std::string(to_string(algo)) + variant + barrier + direct + c.name();
   }
 };
 inline void PrintTo(const GpuCase& g, std::ostream* os) { *os << g.name(); }
@@ -196,6 +201,9 @@ std::vector<GpuCase> gpu_cases() {
     if ((c.cell == Cell::ReLU || c.cell == Cell::ClippedReLU || c.cell == Cell::Tanh) &&
         c.dtype == DType::F32 && c.L == 1 && c.H >= 1000)
       for (const char* barrier : {"0", "1"}) v.push_back({RnnAlgo::Persistent, c, "1", barrier});
+  for (const RnnCase& c : cases())
+    if (c.L > 1 || c.bidirectional || !c.lengths.empty())
+      v.push_back({RnnAlgo::Persistent, c, "1", "", "0"});
   return v;
 }
 
@@ -231,7 +239,9 @@ const RnnData& reference_of(const RnnCase& c) {
         for (RnnAlgo algo : {RnnAlgo::Persistent, RnnAlgo::GemmPerStep})
           for (const char* knob : {"1", "0", "forward"})
             for (const char* barrier : {"", "0", "1"})
-              if (n == "MatchesReference/" + GpuCase{algo, rc, knob, barrier}.name()) return true;
+              for (const char* graphs : {"", "0"})
+                if (n == "MatchesReference/" + GpuCase{algo, rc, knob, barrier, graphs}.name())
+                  return true;
         return false;
       });
       if (!wanted) continue;
@@ -383,6 +393,7 @@ TEST_P(RnnGpu, MatchesReference) {
 
   const EnvScope tensor_cores("PRNN_PERSISTENT_TENSOR_CORES", GetParam().tensor_cores.c_str());
   const EnvScope barrier("PRNN_PERSISTENT_FINISH_BARRIER", GetParam().finish_barrier.c_str());
+  const EnvScope graphs("PRNN_PERSISTENT_GRAPHS", GetParam().graphs.c_str());
   Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), GetParam().algo);
   ASSERT_EQ(rnn.algo(), GetParam().algo) << rnn.reason();
   const Inputs in = upload_inputs(s, c.dtype);
@@ -549,7 +560,8 @@ TEST(RnnGpuSafety, MalformedKnobIsInvalidArgument) {
   const std::pair<const char*, const char*> knobs[] = {{"PRNN_PERSISTENT_STALL", "1:x"},
                                                       {"PRNN_PERSISTENT_TENSOR_CORES", "2"},
                                                       {"PRNN_PERSISTENT_TENSOR_CORES", "fwd"},
-                                                      {"PRNN_PERSISTENT_FINISH_BARRIER", "yes"}};
+                                                      {"PRNN_PERSISTENT_FINISH_BARRIER", "yes"},
+                                                      {"PRNN_PERSISTENT_GRAPHS", "on"}};
   for (const auto& [name, value] : knobs) {
     const EnvScope knob(name, value);
     try {
