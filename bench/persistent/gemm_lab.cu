@@ -1,0 +1,159 @@
+// Input-GEMM lab (not part of the library; bench/persistent/NOTES.md, "What the input GEMM
+// costs"): the persistent path's input GEMM C[M, N] = X[M, K] · W[N, K]ᵀ (row-major, fp32, the
+// layout of gemm_rnn.cpp's call) at N = K = 1152 and M = T·B rows, timed for
+//   cublasSgemm with pedantic and with default math, and
+//   every candidate cublasLt's heuristic returns (pedantic fp32 compute, up to 16).
+// Each time: a CUDA graph of 20 launches, replayed 7 times after one warm-up; the median per
+// launch. Inputs are uniform in [-1, 1). Usage: prnn_gemm_lab [M...] (default 4 16 64 256 1024).
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+namespace {
+
+void check(int status, const char* what, int line) {
+  if (status == 0) return;
+  std::fprintf(stderr, "gemm_lab: %s failed with status %d (line %d)\n", what, status, line);
+  std::exit(1);
+}
+#define LAB_CHECK(x) check(static_cast<int>(x), #x, __LINE__)
+
+__global__ void fill_uniform(float* p, std::int64_t n, unsigned seed) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    p[i] = static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+  }
+}
+
+// Microseconds per launch of `enqueue` (which enqueues one GEMM on `stream`).
+float time_us(cudaStream_t stream, const std::function<void()>& enqueue) {
+  constexpr int kLaunches = 20, kReplays = 7;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  LAB_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < kLaunches; ++i) enqueue();
+  LAB_CHECK(cudaStreamEndCapture(stream, &graph));
+  LAB_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a = nullptr, b = nullptr;
+  LAB_CHECK(cudaEventCreate(&a));
+  LAB_CHECK(cudaEventCreate(&b));
+  LAB_CHECK(cudaGraphLaunch(exec, stream));  // warm-up
+  std::vector<float> us;
+  for (int r = 0; r < kReplays; ++r) {
+    LAB_CHECK(cudaEventRecord(a, stream));
+    LAB_CHECK(cudaGraphLaunch(exec, stream));
+    LAB_CHECK(cudaEventRecord(b, stream));
+    LAB_CHECK(cudaEventSynchronize(b));
+    float ms = 0.0f;
+    LAB_CHECK(cudaEventElapsedTime(&ms, a, b));
+    us.push_back(ms * 1000.0f / kLaunches);
+  }
+  LAB_CHECK(cudaEventDestroy(a));
+  LAB_CHECK(cudaEventDestroy(b));
+  LAB_CHECK(cudaGraphExecDestroy(exec));
+  LAB_CHECK(cudaGraphDestroy(graph));
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> rows;
+  for (int i = 1; i < argc; ++i) rows.push_back(std::atoi(argv[i]));
+  if (rows.empty()) rows = {4, 16, 64, 256, 1024};
+  const int max_m = *std::max_element(rows.begin(), rows.end());
+  if (max_m <= 0) {
+    std::fprintf(stderr, "gemm_lab: expected row counts > 0\n");
+    return 1;
+  }
+  constexpr int N = 1152, K = 1152;
+  constexpr std::size_t kWorkspace = std::size_t{32} << 20;
+  cudaStream_t stream = nullptr;
+  LAB_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  float *w = nullptr, *x = nullptr, *c = nullptr;
+  void* workspace = nullptr;
+  LAB_CHECK(cudaMalloc(&w, sizeof(float) * N * K));
+  LAB_CHECK(cudaMalloc(&x, sizeof(float) * static_cast<std::size_t>(max_m) * K));
+  LAB_CHECK(cudaMalloc(&c, sizeof(float) * static_cast<std::size_t>(max_m) * N));
+  LAB_CHECK(cudaMalloc(&workspace, kWorkspace));
+  fill_uniform<<<256, 256, 0, stream>>>(w, std::int64_t{N} * K, 1u);
+  fill_uniform<<<256, 256, 0, stream>>>(x, std::int64_t{max_m} * K, 2u);
+  LAB_CHECK(cudaGetLastError());
+  cublasHandle_t blas = nullptr;
+  LAB_CHECK(cublasCreate(&blas));
+  LAB_CHECK(cublasSetStream(blas, stream));
+  LAB_CHECK(cublasSetWorkspace(blas, workspace, kWorkspace));
+  cublasLtHandle_t lt = nullptr;
+  LAB_CHECK(cublasLtCreate(&lt));
+  const float one = 1.0f, zero = 0.0f;
+  std::printf("rows,impl,algo,tile,splitk,workspace,us,tflops\n");
+  for (int m : rows) {
+    const double flop = 2.0 * m * N * K;
+    for (cublasMath_t mode : {CUBLAS_PEDANTIC_MATH, CUBLAS_DEFAULT_MATH}) {
+      LAB_CHECK(cublasSetMathMode(blas, mode));
+      const float us = time_us(stream, [&] {
+        LAB_CHECK(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, m, K, &one, w, K, x, K, &zero, c, N));
+      });
+      std::printf("%d,sgemm-%s,,,,,%.2f,%.2f\n", m,
+                  mode == CUBLAS_PEDANTIC_MATH ? "pedantic" : "default", us, flop / us * 1e-6);
+    }
+    cublasLtMatmulDesc_t op = nullptr;
+    LAB_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F_PEDANTIC, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    LAB_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    LAB_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    // Column-major views: W is K x N (transposed by the op), X is K x M, C is N x M.
+    cublasLtMatrixLayout_t lw = nullptr, lx = nullptr, lc = nullptr;
+    LAB_CHECK(cublasLtMatrixLayoutCreate(&lw, CUDA_R_32F, K, N, K));
+    LAB_CHECK(cublasLtMatrixLayoutCreate(&lx, CUDA_R_32F, K, m, K));
+    LAB_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, N, m, N));
+    cublasLtMatmulPreference_t pref = nullptr;
+    LAB_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    LAB_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                   &kWorkspace, sizeof(kWorkspace)));
+    cublasLtMatmulHeuristicResult_t found[16] = {};
+    int count = 0;
+    LAB_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, op, lw, lx, lc, lc, pref, 16, found, &count));
+    for (int i = 0; i < count; ++i) {
+      const float us = time_us(stream, [&] {
+        LAB_CHECK(cublasLtMatmul(lt, op, &one, w, lw, x, lx, &zero, c, lc, c, lc, &found[i].algo,
+                                 workspace, kWorkspace, stream));
+      });
+      int id = 0, tile = 0, splitk = 0;
+      std::size_t size = 0;
+      LAB_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&found[i].algo, CUBLASLT_ALGO_CONFIG_ID, &id,
+                                                     sizeof(id), &size));
+      LAB_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&found[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID,
+                                                     &tile, sizeof(tile), &size));
+      LAB_CHECK(cublasLtMatmulAlgoConfigGetAttribute(
+          &found[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), &size));
+      std::printf("%d,lt-%d,%d,%d,%d,%zu,%.2f,%.2f\n", m, i, id, tile, splitk,
+                  found[i].workspaceSize, us, flop / us * 1e-6);
+    }
+    LAB_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    LAB_CHECK(cublasLtMatrixLayoutDestroy(lw));
+    LAB_CHECK(cublasLtMatrixLayoutDestroy(lx));
+    LAB_CHECK(cublasLtMatrixLayoutDestroy(lc));
+    LAB_CHECK(cublasLtMatmulDescDestroy(op));
+  }
+  LAB_CHECK(cublasLtDestroy(lt));
+  LAB_CHECK(cublasDestroy(blas));
+  LAB_CHECK(cudaFree(w));
+  LAB_CHECK(cudaFree(x));
+  LAB_CHECK(cudaFree(c));
+  LAB_CHECK(cudaFree(workspace));
+  LAB_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
