@@ -21,29 +21,9 @@
 
 namespace {
 
-float median_us(prnn::Rnn& rnn, const std::function<void()>& run, int repeats) {
-  for (int i = 0; i < 3; ++i) run();
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  std::vector<float> v;
-  for (int i = 0; i < repeats; ++i) {
-    cudaEventRecord(a);
-    run();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    v.push_back(ms * 1000.0f);
-  }
-  rnn.check();
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Back to back: `calls` calls between two events (the host enqueues ahead of the GPU), per call;
-// the median of `repeats` such batches.
-float back_to_back_us(prnn::Rnn& rnn, const std::function<void()>& run, int calls, int repeats) {
+// µs per call: `calls` calls between two events (1: a call alone; more: back to back, the host
+// enqueuing ahead of the GPU), the median of `repeats` such measurements after 3 warm-up calls.
+float time_us(prnn::Rnn& rnn, const std::function<void()>& run, int calls, int repeats) {
   for (int i = 0; i < 3; ++i) run();
   cudaEvent_t a, b;
   cudaEventCreate(&a);
@@ -101,8 +81,8 @@ int main(int argc, char** argv) {
         rnn.backward_data(view(params, {P}), view(dy, {T, B, H}), {}, {}, view(dx, {T, B, H}), {}, {});
         rnn.backward_weights(view(x, {T, B, H}), {}, {}, view(dparams, {P}));
       };
-      const float f = median_us(rnn, fwd, 20) / T, fbt = median_us(rnn, fb, 20) / T;
-      const float f2 = back_to_back_us(rnn, fwd, 20, 5) / T, fb2 = back_to_back_us(rnn, fb, 20, 5) / T;
+      const float f = time_us(rnn, fwd, 1, 20) / T, fbt = time_us(rnn, fb, 1, 20) / T;
+      const float f2 = time_us(rnn, fwd, 20, 5) / T, fb2 = time_us(rnn, fb, 20, 5) / T;
       std::printf("%-22s %-14s %10.3f %10.3f %10.3f %10.3f\n", shape, prnn::to_string(algo), f, fbt,
                   f2, fb2);
     }

@@ -549,75 +549,47 @@ void GemmRnn::forward(const ForwardArgs& args, cudaStream_t stream) {
     PRNN_CUDA_CHECK(cudaMemcpyAsync(lengths_.data(), args.lengths.data(), lengths_.bytes(),
                                     cudaMemcpyHostToDevice, stream));
   }
-  if (recurrence_ == Recurrence::Persistent) {
-    throw_if_failed();
-    if (!knobs_.graphs) {
-      bind_blas(stream);
-      return enqueue_forward(args, stream);
-    }
-  }
+  if (recurrence_ == Recurrence::Persistent) throw_if_failed();
   const CachedGraph::Key key{args.x, args.params, args.h0, args.c0,
                              args.y, args.hn,     args.cn, lengths()};
-  if (!forward_graph_.matches(key)) {
-    bind_blas(capture_);
-    PRNN_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
-    try {
-      enqueue_forward(args, capture_);
-    } catch (...) {
-      forward_graph_.abandon_capture(capture_);
-      throw;
-    }
-    forward_graph_.end_capture(capture_, key);
-  }
-  forward_graph_.launch(stream);
+  run_pass(forward_graph_, key, stream, [&](cudaStream_t s) { enqueue_forward(args, s); });
 }
 
 void GemmRnn::backward_data(const BackwardDataArgs& args, cudaStream_t stream) {
-  if (recurrence_ == Recurrence::Persistent) {
-    throw_if_failed();
-    if (!knobs_.graphs) {
-      bind_blas(stream);
-      return enqueue_backward_data(args, stream);
-    }
-  }
+  if (recurrence_ == Recurrence::Persistent) throw_if_failed();
   const CachedGraph::Key key{args.params, args.dy,  args.dhn, args.dcn,
                              args.dx,     args.dh0, args.dc0, lengths()};
-  if (!backward_graph_.matches(key)) {
-    bind_blas(capture_);
-    PRNN_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
-    try {
-      enqueue_backward_data(args, capture_);
-    } catch (...) {
-      backward_graph_.abandon_capture(capture_);
-      throw;
-    }
-    backward_graph_.end_capture(capture_, key);
-  }
-  backward_graph_.launch(stream);
+  run_pass(backward_graph_, key, stream, [&](cudaStream_t s) { enqueue_backward_data(args, s); });
 }
 
-// A few large GEMMs per layer direction, replayed from a graph like the other passes (enqueued
-// directly where the persistent knobs turn graphs off).
+// A few large GEMMs per layer direction, replayed from a graph like the other passes.
 void GemmRnn::backward_weights(const BackwardWeightsArgs& args, cudaStream_t stream) {
   throw_if_failed();
-  if (recurrence_ == Recurrence::Persistent && !knobs_.graphs) {
-    bind_blas(stream);
-    return enqueue_backward_weights(args, stream);
-  }
   const CachedGraph::Key key{args.x, args.h0, args.dparams, nullptr,
                              nullptr, nullptr, nullptr, nullptr};
-  if (!weights_graph_.matches(key)) {
+  run_pass(weights_graph_, key, stream,
+           [&](cudaStream_t s) { enqueue_backward_weights(args, s); });
+}
+
+void GemmRnn::run_pass(CachedGraph& graph, const CachedGraph::Key& key, cudaStream_t stream,
+                       const std::function<void(cudaStream_t)>& enqueue) {
+  if (recurrence_ == Recurrence::Persistent && !knobs_.graphs) {
+    bind_blas(stream);
+    enqueue(stream);
+    return;
+  }
+  if (!graph.matches(key)) {
     bind_blas(capture_);
     PRNN_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
     try {
-      enqueue_backward_weights(args, capture_);
+      enqueue(capture_);
     } catch (...) {
-      weights_graph_.abandon_capture(capture_);
+      graph.abandon_capture(capture_);
       throw;
     }
-    weights_graph_.end_capture(capture_, key);
+    graph.end_capture(capture_, key);
   }
-  weights_graph_.launch(stream);
+  graph.launch(stream);
 }
 
 void GemmRnn::enqueue_backward_weights(const BackwardWeightsArgs& a, cudaStream_t stream) {

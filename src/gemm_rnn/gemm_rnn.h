@@ -46,6 +46,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -181,6 +182,10 @@ class GemmRnn {
   void enqueue_forward(const ForwardArgs& args, cudaStream_t s);
   void enqueue_backward_data(const BackwardDataArgs& args, cudaStream_t s);
   void enqueue_backward_weights(const BackwardWeightsArgs& args, cudaStream_t s);
+  // One call's launches: captured into `graph` (once per key) and replayed on `stream`, or, for
+  // the persistent recurrence with graphs turned off, enqueued directly on `stream`.
+  void run_pass(CachedGraph& graph, const CachedGraph::Key& key, cudaStream_t stream,
+                const std::function<void(cudaStream_t)>& enqueue);
   void bind_blas(cudaStream_t s);
   // The persistent launch of one layer direction (params filled but for the control fields).
   void launch_persistent(persistent::Pass pass, persistent::Params p, cudaStream_t s);
