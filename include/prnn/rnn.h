@@ -137,9 +137,10 @@ RnnAlgo parse_rnn_algo(const std::string& name);
 // params; it leaves the gradients of the pre-activations in the reserve, which
 // backward_weights() turns into dparams, given the same x and h0 (and c0) as that forward.
 // The constructor allocates everything (the reserve, a cuBLAS handle and its workspace, a
-// capture stream); calls do not allocate device memory. A GPU call captures its step loop into a
-// CUDA graph the first time it sees a set of tensor pointers and replays it while they stay the
-// same (new pointers: one re-capture). Calls are asynchronous on `stream` (host tensors:
+// capture stream); calls do not allocate device memory. A GPU call captures its launches (the
+// GEMMs, and the step loop or the persistent kernel's cooperative launches) into a CUDA graph the
+// first time it sees a set of tensor pointers and replays it while they stay the same (new
+// pointers: one re-capture). Calls are asynchronous on `stream` (host tensors:
 // synchronous, `stream` unused). Calls on one Rnn must not overlap; results are deterministic.
 // Throws InvalidArgument for bad arguments (naming the argument, expected and given),
 // Unsupported when the algorithm cannot run the problem (the reason of can_implement).
