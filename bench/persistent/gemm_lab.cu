@@ -131,14 +131,15 @@ int main(int argc, char** argv) {
         LAB_CHECK(cublasLtMatmul(lt, op, &one, w, lw, x, lx, &zero, c, lc, c, lc, &found[i].algo,
                                  workspace, kWorkspace, stream));
       });
-      int id = 0, tile = 0, splitk = 0;
-      std::size_t size = 0;
-      LAB_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&found[i].algo, CUBLASLT_ALGO_CONFIG_ID, &id,
-                                                     sizeof(id), &size));
-      LAB_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&found[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID,
-                                                     &tile, sizeof(tile), &size));
-      LAB_CHECK(cublasLtMatmulAlgoConfigGetAttribute(
-          &found[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), &size));
+      auto config = [&](cublasLtMatmulAlgoConfigAttributes_t attribute) {
+        int value = 0;
+        std::size_t size = 0;
+        LAB_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&found[i].algo, attribute, &value,
+                                                       sizeof(value), &size));
+        return value;
+      };
+      const int id = config(CUBLASLT_ALGO_CONFIG_ID), tile = config(CUBLASLT_ALGO_CONFIG_TILE_ID),
+                splitk = config(CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
       std::printf("%d,lt-%d,%d,%d,%d,%zu,%.2f,%.2f\n", m, i, id, tile, splitk,
                   found[i].workspaceSize, us, flop / us * 1e-6);
     }
