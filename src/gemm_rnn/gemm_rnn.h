@@ -182,9 +182,8 @@ class GemmRnn {
   void enqueue_forward(const ForwardArgs& args, cudaStream_t s);
   void enqueue_backward_data(const BackwardDataArgs& args, cudaStream_t s);
   void enqueue_backward_weights(const BackwardWeightsArgs& args, cudaStream_t s);
-  // One call's launches, after throw_if_failed(): captured into `graph` (once per key) and
-  // replayed on `stream`, or, for the persistent recurrence with graphs turned off, enqueued
-  // directly on `stream`.
+  // One call's launches: captured into `graph` (once per key) and replayed on `stream`, or, for
+  // the persistent recurrence with graphs turned off, enqueued directly on `stream`.
   void run_pass(CachedGraph& graph, const CachedGraph::Key& key, cudaStream_t stream,
                 const std::function<void(cudaStream_t)>& enqueue);
   void bind_blas(cudaStream_t s);
