@@ -12,8 +12,16 @@
 //          record of batch element bb (tag epoch + t) and stores out. Nothing else synchronizes.
 // Limits:  H a multiple of 9 with H / 9 CTAs co-resident; B a multiple of G; no timeout beyond a
 //          spin bound (a lab: on a bound the kernel sets *error and exits).
-// Build:   -DLAB_TRACE=0 leaves the clock reads out; -DLAB_PIN=1 issues the finishing lane's input
-//          loads as volatile loads ahead of the wait.
+// Build:   -DLAB_TRACE=0 leaves the clock reads out; -DLAB_CLOCKS=<mask> keeps only some of them
+//          (1: before the wait, 2: after it, 4: after the reduction, 8: after the publish);
+//          -DLAB_PIN=1 issues the finishing lane's input loads as volatile loads ahead of the wait;
+//          -DLAB_POLL=1 polls with two sets of loads in flight (staggered), -DLAB_POLL=2 adds a
+//          -DLAB_STAGGER_NS pause between issuing the two sets; -DLAB_COUNTERS=0 skips the
+//          counter form; -DLAB_REPL=n publishes every record n times (n copies of the exchange,
+//          CTA c reading copy c % n), spreading the reads of a record over n L2 lines;
+//          -DLAB_SHARE=1: the 3 warps of a batch group each poll a third of the records and
+//          share them through shared memory (a named barrier per group and step), so that a
+//          CTA reads each record from L2 once instead of three times.
 // Usage:   prnn_warp_rows_lab [H B G]... (default: H = 1152 at B = 1, 2, 4 with every G
 //          instantiated, H = 2043 at B = 1, 2).
 // Prints µs/step (median of 20 launches, T = 256, CUDA events) and the max relative error of out
@@ -54,16 +62,36 @@ struct Params {
 #ifndef LAB_TRACE
 #define LAB_TRACE 1
 #endif
+#ifndef LAB_CLOCKS
+#if LAB_TRACE
+#define LAB_CLOCKS 15
+#else
+#define LAB_CLOCKS 0
+#endif
+#endif
 #ifndef LAB_PIN
 #define LAB_PIN 0
 #endif
-// clock64() with LAB_TRACE, else 0 (no clock reads in the step).
-__device__ __forceinline__ long long lab_clock() {
-#if LAB_TRACE
-  return clock64();
-#else
-  return 0;
+#ifndef LAB_POLL
+#define LAB_POLL 0
 #endif
+#ifndef LAB_STAGGER_NS
+#define LAB_STAGGER_NS 100
+#endif
+#ifndef LAB_REPL
+#define LAB_REPL 1
+#endif
+#ifndef LAB_SHARE
+#define LAB_SHARE 0
+#endif
+#ifndef LAB_COUNTERS
+#define LAB_COUNTERS 1
+#endif
+// clock64() where bit kBit of LAB_CLOCKS is set, else 0 (no clock read at that point).
+template <int kBit>
+__device__ __forceinline__ long long lab_clock() {
+  if constexpr ((LAB_CLOCKS & kBit) != 0) return clock64();
+  return 0;
 }
 
 __device__ __forceinline__ float4 load_record(const float4* p) {
@@ -114,10 +142,15 @@ __global__ void __launch_bounds__(96 * G, 1) warp_rows_kernel(const Params p) {
 #pragma unroll
       for (int r = 0; r < 3; ++r) w[r][3 * j + c] = col < H ? p.w[(row0 + r) * H + col] : 0.0f;
     }
+#if LAB_SHARE
+  // [parity][G][BB][kRec][32] records, each group's third from each of its warps.
+  extern __shared__ float4 s_share[];
+#endif
   long long tsum[4] = {};  // the trace (warp 0, lane 0, written at the end)
   for (int s = 0; s < p.steps; ++s) {
-    const float4* src = p.exchange + static_cast<std::int64_t>((s - 1) & 1) * B * K;
-    float4* dst = p.exchange + static_cast<std::int64_t>(s & 1) * B * K;
+    const float4* src =
+        p.exchange + (static_cast<std::int64_t>((s - 1) & 1) * LAB_REPL + blockIdx.x % LAB_REPL) * B * K;
+    float4* dst = p.exchange + static_cast<std::int64_t>(s & 1) * LAB_REPL * B * K;
     const unsigned want = p.epoch + static_cast<unsigned>(s) - 1u;
     // The finishing lane's input side, loaded before the wait.
     float u[3] = {};
@@ -129,7 +162,7 @@ __global__ void __launch_bounds__(96 * G, 1) warp_rows_kernel(const Params p) {
     float acc[3 * BB];
 #pragma unroll
     for (int i = 0; i < 3 * BB; ++i) acc[i] = 0.0f;
-    long long c0 = lab_clock(), c1 = c0, c2 = c0;
+    long long c0 = lab_clock<1>(), c1 = c0, c2 = c0;
     unsigned polls = 0;
     if (s > 0) {
       if constexpr (kCounter) {
@@ -147,6 +180,18 @@ __global__ void __launch_bounds__(96 * G, 1) warp_rows_kernel(const Params p) {
         __syncwarp();
       }
       float4 rec[BB][kRec];
+#if LAB_SHARE
+      // This warp's third of the record slots: j = warp % 3 + 3·m.
+      const int part = warp % 3;
+#pragma unroll
+      for (int bb = 0; bb < BB; ++bb)
+#pragma unroll
+        for (int j = 0; j < kRec; ++j) {
+          const int k = lane + 32 * j;
+          rec[bb][j] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
+          if (j % 3 == part && k < K) rec[bb][j] = load_record(src + static_cast<std::int64_t>(bg + G * bb) * K + k);
+        }
+#else
 #pragma unroll
       for (int bb = 0; bb < BB; ++bb)
 #pragma unroll
@@ -155,6 +200,8 @@ __global__ void __launch_bounds__(96 * G, 1) warp_rows_kernel(const Params p) {
           rec[bb][j] = k < K ? load_record(src + static_cast<std::int64_t>(bg + G * bb) * K + k)
                              : make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
         }
+#endif
+#if LAB_POLL == 0
       for (unsigned spins = 0;; ++spins) {
         bool ready = true;
 #pragma unroll
@@ -176,7 +223,78 @@ __global__ void __launch_bounds__(96 * G, 1) warp_rows_kernel(const Params p) {
               rec[bb][j] = load_record(src + static_cast<std::int64_t>(bg + G * bb) * K + k);
           }
       }
-      c1 = lab_clock();
+#else
+      // Staggered: a second set of loads in flight behind the first; each turn checks one set,
+      // takes its fresh records into rec and re-issues that set's stale ones, so a record that
+      // lands just after one set's load is seen by the other's, not a whole round trip later.
+      float4 alt[BB][kRec];
+#if LAB_POLL == 2
+      __nanosleep(LAB_STAGGER_NS);
+#endif
+#pragma unroll
+      for (int bb = 0; bb < BB; ++bb)
+#pragma unroll
+        for (int j = 0; j < kRec; ++j) {
+          const int k = lane + 32 * j;
+          alt[bb][j] = k < K ? load_record(src + static_cast<std::int64_t>(bg + G * bb) * K + k)
+                             : make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
+        }
+      for (unsigned spins = 0;; ++spins) {
+        bool ready = true;
+#pragma unroll
+        for (int bb = 0; bb < BB; ++bb)
+#pragma unroll
+          for (int j = 0; j < kRec; ++j) ready &= __float_as_uint(rec[bb][j].w) == want;
+        if (__all_sync(0xFFFFFFFFu, ready)) break;
+        // rec's stale records: take alt's where fresh, else re-issue into rec.
+        bool ready2 = true;
+#pragma unroll
+        for (int bb = 0; bb < BB; ++bb)
+#pragma unroll
+          for (int j = 0; j < kRec; ++j) {
+            const int k = lane + 32 * j;
+            if (__float_as_uint(rec[bb][j].w) != want) {
+              if (__float_as_uint(alt[bb][j].w) == want) {
+                rec[bb][j] = alt[bb][j];
+              } else {
+                ready2 = false;
+                rec[bb][j] = load_record(src + static_cast<std::int64_t>(bg + G * bb) * K + k);
+              }
+            }
+          }
+        if (__all_sync(0xFFFFFFFFu, ready2)) break;
+        if (spins > (1u << 26)) {
+          if (lane == 0) atomicExch(p.error, 1u);
+          return;
+        }
+        ++polls;
+        // alt's turn: re-issue the records neither set has yet (waits on alt's loads only).
+#pragma unroll
+        for (int bb = 0; bb < BB; ++bb)
+#pragma unroll
+          for (int j = 0; j < kRec; ++j) {
+            const int k = lane + 32 * j;
+            if (k < K && __float_as_uint(alt[bb][j].w) != want)
+              alt[bb][j] = load_record(src + static_cast<std::int64_t>(bg + G * bb) * K + k);
+          }
+      }
+#endif
+#if LAB_SHARE
+      {
+        float4* mine_s = s_share + (static_cast<std::int64_t>(s & 1) * G + bg) * BB * kRec * 32;
+#pragma unroll
+        for (int bb = 0; bb < BB; ++bb)
+#pragma unroll
+          for (int j = 0; j < kRec; ++j)
+            if (j % 3 == part) mine_s[(bb * kRec + j) * 32 + lane] = rec[bb][j];
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + bg), "r"(96) : "memory");
+#pragma unroll
+        for (int bb = 0; bb < BB; ++bb)
+#pragma unroll
+          for (int j = 0; j < kRec; ++j) rec[bb][j] = mine_s[(bb * kRec + j) * 32 + lane];
+      }
+#endif
+      c1 = lab_clock<2>();
 #pragma unroll
       for (int bb = 0; bb < BB; ++bb)
 #pragma unroll
@@ -191,7 +309,7 @@ __global__ void __launch_bounds__(96 * G, 1) warp_rows_kernel(const Params p) {
       for (int off = 16; off > 0; off >>= 1)
 #pragma unroll
         for (int i = 0; i < 3 * BB; ++i) acc[i] += __shfl_xor_sync(0xFFFFFFFFu, acc[i], off);
-      c2 = lab_clock();
+      c2 = lab_clock<4>();
     }
     // Lane bb finishes batch element bg + G·bb: its 3 units, the record, the outputs.
 #pragma unroll
@@ -202,13 +320,15 @@ __global__ void __launch_bounds__(96 * G, 1) warp_rows_kernel(const Params p) {
 #pragma unroll
       for (int r = 0; r < 3; ++r) h[r] = fmaxf(u[r] + acc[r * BB + bb], 0.0f);
       if (s + 1 < p.steps)
-        store_record(dst + static_cast<std::int64_t>(b) * K + rec_k,
-                     make_float4(h[0], h[1], h[2], __uint_as_float(p.epoch + static_cast<unsigned>(s))));
+#pragma unroll
+        for (int c = 0; c < LAB_REPL; ++c)
+          store_record(dst + (static_cast<std::int64_t>(c) * B + b) * K + rec_k,
+                       make_float4(h[0], h[1], h[2], __uint_as_float(p.epoch + static_cast<unsigned>(s))));
 #pragma unroll
       for (int r = 0; r < 3; ++r) p.out[(static_cast<std::int64_t>(s) * B + b) * H + row0 + r] = h[r];
     }
     if (s >= 8) {
-      const long long c3 = lab_clock();
+      const long long c3 = lab_clock<8>();
       tsum[0] += c1 - c0;
       tsum[1] += c2 - c1;
       tsum[2] += c3 - c2;
@@ -232,7 +352,11 @@ void run(int H, int B) {
   auto fn = warp_rows_kernel<kRec, BB, G, kCounter>;
   int per_sm = 0, sms = 0;
   LAB_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  LAB_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, 0));
+  const std::size_t smem = LAB_SHARE ? sizeof(float4) * 2 * G * BB * kRec * 32 : 0;
+  if (smem > 0)
+    LAB_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  LAB_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, smem));
   if (per_sm * sms < ctas) {
     std::printf("H%d B%d G%d: not co-resident (%d per SM)\n", H, B, G, per_sm);
     return;
@@ -252,18 +376,18 @@ void run(int H, int B) {
   LAB_CHECK(cudaMalloc(&dw, w.size() * 4));
   LAB_CHECK(cudaMalloc(&du, u.size() * 4));
   LAB_CHECK(cudaMalloc(&dout, u.size() * 4));
-  LAB_CHECK(cudaMalloc(&dx, sizeof(float4) * 2 * B * K));
+  LAB_CHECK(cudaMalloc(&dx, sizeof(float4) * 2 * LAB_REPL * B * K));
   LAB_CHECK(cudaMalloc(&derr, 4));
   LAB_CHECK(cudaMemcpy(dw, w.data(), w.size() * 4, cudaMemcpyHostToDevice));
   LAB_CHECK(cudaMemcpy(du, u.data(), u.size() * 4, cudaMemcpyHostToDevice));
-  LAB_CHECK(cudaMemset(dx, 0, sizeof(float4) * 2 * B * K));
+  LAB_CHECK(cudaMemset(dx, 0, sizeof(float4) * 2 * LAB_REPL * B * K));
   LAB_CHECK(cudaMemset(derr, 0, 4));
   Params p{dw, du, dout, dx, derr, dcount, dtrace, H, B, T, 1u};
   void* args[] = {&p};
   auto launch = [&] {
     if (kCounter) LAB_CHECK(cudaMemsetAsync(dcount, 0, sizeof(unsigned) * T * ctas));
     LAB_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fn), dim3(ctas), dim3(threads),
-                                          args, 0, nullptr));
+                                          args, smem, nullptr));
     p.epoch += T;
   };
   // Check: poisoned output, one launch, fp64 reference.
@@ -334,15 +458,15 @@ void dispatch(int H, int B, int G) {
     return;
   }
   const int BB = B / G, rec = (H / 3 + 31) / 32;
-  if (rec == 12 && BB == 1 && G == 1) { run<12, 1, 1, false>(H, B); run<12, 1, 1, true>(H, B); return; }
-  if (rec == 12 && BB == 1 && G == 2) { run<12, 1, 2, false>(H, B); run<12, 1, 2, true>(H, B); return; }
-  if (rec == 12 && BB == 1 && G == 4) { run<12, 1, 4, false>(H, B); run<12, 1, 4, true>(H, B); return; }
-  if (rec == 12 && BB == 2 && G == 1) { run<12, 2, 1, false>(H, B); run<12, 2, 1, true>(H, B); return; }
-  if (rec == 12 && BB == 2 && G == 2) { run<12, 2, 2, false>(H, B); run<12, 2, 2, true>(H, B); return; }
-  if (rec == 12 && BB == 4 && G == 1) { run<12, 4, 1, false>(H, B); run<12, 4, 1, true>(H, B); return; }
-  if (rec == 22 && BB == 1 && G == 1) { run<22, 1, 1, false>(H, B); run<22, 1, 1, true>(H, B); return; }
-  if (rec == 22 && BB == 2 && G == 1) { run<22, 2, 1, false>(H, B); run<22, 2, 1, true>(H, B); return; }
-  if (rec == 22 && BB == 1 && G == 2) { run<22, 1, 2, false>(H, B); run<22, 1, 2, true>(H, B); return; }
+  if (rec == 12 && BB == 1 && G == 1) { run<12, 1, 1, false>(H, B); if (LAB_COUNTERS) run<12, 1, 1, true>(H, B); return; }
+  if (rec == 12 && BB == 1 && G == 2) { run<12, 1, 2, false>(H, B); if (LAB_COUNTERS) run<12, 1, 2, true>(H, B); return; }
+  if (rec == 12 && BB == 1 && G == 4) { run<12, 1, 4, false>(H, B); if (LAB_COUNTERS) run<12, 1, 4, true>(H, B); return; }
+  if (rec == 12 && BB == 2 && G == 1) { run<12, 2, 1, false>(H, B); if (LAB_COUNTERS) run<12, 2, 1, true>(H, B); return; }
+  if (rec == 12 && BB == 2 && G == 2) { run<12, 2, 2, false>(H, B); if (LAB_COUNTERS) run<12, 2, 2, true>(H, B); return; }
+  if (rec == 12 && BB == 4 && G == 1) { run<12, 4, 1, false>(H, B); if (LAB_COUNTERS) run<12, 4, 1, true>(H, B); return; }
+  if (rec == 22 && BB == 1 && G == 1) { run<22, 1, 1, false>(H, B); if (LAB_COUNTERS) run<22, 1, 1, true>(H, B); return; }
+  if (rec == 22 && BB == 2 && G == 1) { run<22, 2, 1, false>(H, B); if (LAB_COUNTERS) run<22, 2, 1, true>(H, B); return; }
+  if (rec == 22 && BB == 1 && G == 2) { run<22, 1, 2, false>(H, B); if (LAB_COUNTERS) run<22, 1, 2, true>(H, B); return; }
   std::printf("H%d B%d G%d: no instantiation (records per lane %d, batch per warp %d)\n", H, B, G, rec, BB);
 }
 

@@ -29,7 +29,7 @@ namespace prnn {
 // The terms are cycle counts of the SM clock (planner.cpp has the constants and what each was
 // fitted to), converted with DeviceInfo::sm_clock_khz; those of a partial last chunk are its own.
 struct PassCost {
-  // "FMA direct", "FMA staged" or "tensor cores"; empty: no kernel runs the pass.
+  // "FMA direct", "FMA staged", "warp rows" or "tensor cores"; empty: no kernel runs the pass.
   std::string kernel;
   int chunks = 0;
   int chunk = 0;             // batch elements per chunk

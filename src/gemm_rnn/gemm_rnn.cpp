@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,15 @@ std::uint64_t parse_knob(const char* name, const std::string& text, const std::s
   return v;
 }
 
+// An on/off knob: "0" or "1" when set, nullopt when unset or empty.
+std::optional<bool> switch_knob(const char* name) {
+  const char* t = std::getenv(name);
+  if (t == nullptr || *t == '\0') return std::nullopt;
+  const std::string text = t;
+  PRNN_EXPECT(text == "0" || text == "1", "{}: expected 0 or 1, got '{}'", name, text);
+  return text == "1";
+}
+
 }  // namespace
 
 PersistentKnobs PersistentKnobs::from_environment() {
@@ -84,18 +94,10 @@ PersistentKnobs PersistentKnobs::from_environment() {
                      : text == "1" ? TensorCores::ForwardBackward
                                    : TensorCores::Forward;
   }
-  if (const char* t = std::getenv("PRNN_PERSISTENT_FINISH_BARRIER"); t != nullptr && *t != '\0') {
-    const std::string text = t;
-    PRNN_EXPECT(text == "0" || text == "1",
-                "PRNN_PERSISTENT_FINISH_BARRIER: expected 0 or 1, got '{}'", text);
-    k.finish_barrier = text == "1" ? 1 : 0;
-  }
-  if (const char* t = std::getenv("PRNN_PERSISTENT_GRAPHS"); t != nullptr && *t != '\0') {
-    const std::string text = t;
-    PRNN_EXPECT(text == "0" || text == "1", "PRNN_PERSISTENT_GRAPHS: expected 0 or 1, got '{}'",
-                text);
-    k.graphs = text == "1";
-  }
+  if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_FINISH_BARRIER"))
+    k.finish_barrier = *on ? 1 : 0;
+  if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_GRAPHS")) k.graphs = *on;
+  if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_WARP_ROWS")) k.warp_rows = *on;
   if (const char* t = std::getenv("PRNN_PERSISTENT_STALL"); t != nullptr && *t != '\0') {
     const std::string text = t, what = "<cta>:<step>:<milliseconds>";
     const std::size_t a = text.find(':'), b = a == std::string::npos ? a : text.find(':', a + 1);
@@ -115,9 +117,10 @@ std::string can_implement_persistent(const RnnDesc& desc, std::int64_t steps, st
   if (steps > INT32_MAX)
     return fmt::format("the persistent kernels take steps < 2^31, got {}", steps);
   const DeviceInfo info = device_info(device);
+  const PersistentKnobs knobs = PersistentKnobs::from_environment();
   const persistent::Tiling t =
       persistent::tile(gate_count(desc.cell), desc.hidden_size, batch, info.sm_count,
-                       desc.weight_dtype, PersistentKnobs::from_environment().tensor_cores);
+                       desc.weight_dtype, knobs.tensor_cores, knobs.warp_rows);
   if (!t.runs()) return t.reason;
   for (persistent::Pass pass : {persistent::Pass::Forward, persistent::Pass::BackwardData})
     if (std::string why = persistent::prepare(pass, t, device); !why.empty()) return why;
@@ -225,7 +228,7 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
   if (recurrence_ == Recurrence::Persistent) {
     knobs_ = PersistentKnobs::from_environment();
     tiling_ = persistent::tile(gate_count(desc.cell), H_, B_, device_info(device).sm_count,
-                               desc.weight_dtype, knobs_.tensor_cores);
+                               desc.weight_dtype, knobs_.tensor_cores, knobs_.warp_rows);
     PRNN_ASSERT(tiling_.runs());  // can_implement_persistent said so
     if (knobs_.finish_barrier >= 0) tiling_.finish_barrier = knobs_.finish_barrier != 0;
     exchange_ = DeviceBuffer(persistent::exchange_bytes(tiling_, B_));
@@ -281,6 +284,7 @@ void GemmRnn::launch_persistent(persistent::Pass pass, persistent::Params p, cud
   p.stall_step = knobs_.stall_step;
   p.stall_ns = knobs_.stall_ns;
   p.finish_barrier = tiling_.finish_barrier;
+  p.warp_records = tiling_.warp_rows_records;
   persistent::launch(pass, tiling_, p, s);
 }
 
@@ -549,14 +553,12 @@ void GemmRnn::forward(const ForwardArgs& args, cudaStream_t stream) {
     PRNN_CUDA_CHECK(cudaMemcpyAsync(lengths_.data(), args.lengths.data(), lengths_.bytes(),
                                     cudaMemcpyHostToDevice, stream));
   }
-  if (recurrence_ == Recurrence::Persistent) throw_if_failed();
   const CachedGraph::Key key{args.x, args.params, args.h0, args.c0,
                              args.y, args.hn,     args.cn, lengths()};
   run_pass(forward_graph_, key, stream, [&](cudaStream_t s) { enqueue_forward(args, s); });
 }
 
 void GemmRnn::backward_data(const BackwardDataArgs& args, cudaStream_t stream) {
-  if (recurrence_ == Recurrence::Persistent) throw_if_failed();
   const CachedGraph::Key key{args.params, args.dy,  args.dhn, args.dcn,
                              args.dx,     args.dh0, args.dc0, lengths()};
   run_pass(backward_graph_, key, stream, [&](cudaStream_t s) { enqueue_backward_data(args, s); });
@@ -564,7 +566,6 @@ void GemmRnn::backward_data(const BackwardDataArgs& args, cudaStream_t stream) {
 
 // A few large GEMMs per layer direction, replayed from a graph like the other passes.
 void GemmRnn::backward_weights(const BackwardWeightsArgs& args, cudaStream_t stream) {
-  throw_if_failed();
   const CachedGraph::Key key{args.x, args.h0, args.dparams, nullptr,
                              nullptr, nullptr, nullptr, nullptr};
   run_pass(weights_graph_, key, stream,
@@ -573,6 +574,7 @@ void GemmRnn::backward_weights(const BackwardWeightsArgs& args, cudaStream_t str
 
 void GemmRnn::run_pass(CachedGraph& graph, const CachedGraph::Key& key, cudaStream_t stream,
                        const std::function<void(cudaStream_t)>& enqueue) {
+  throw_if_failed();  // a persistent kernel's timeout since the last call (else a no-op)
   if (recurrence_ == Recurrence::Persistent && !knobs_.graphs) {
     bind_blas(stream);
     enqueue(stream);

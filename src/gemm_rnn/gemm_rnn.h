@@ -138,6 +138,9 @@ enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 //   PRNN_PERSISTENT_FINISH_BARRIER=0|1         overrides the tiling's finishers' barrier
 //   PRNN_PERSISTENT_GRAPHS=0|1                 0: each call's launches enqueued directly, not
 //                                              replayed from a graph
+//   PRNN_PERSISTENT_WARP_ROWS=0|1              0: vanilla layers at small batches on the FMA
+//                                              direct shapes instead of the warp-rows kernel
+//                                              (tiling.h), for A/B runs
 struct PersistentKnobs {
   std::uint64_t timeout_ns = 2'000'000'000ull;
   std::int32_t stall_cta = -1, stall_step = 0;
@@ -150,6 +153,9 @@ struct PersistentKnobs {
   // Whether a call's work (the GEMMs and the persistent launches) is captured once into a CUDA
   // graph and replayed (PRNN_PERSISTENT_GRAPHS=0 enqueues it directly, for A/B runs).
   bool graphs = true;
+  // Whether vanilla layers at small batches may run on the warp-rows kernel
+  // (PRNN_PERSISTENT_WARP_ROWS=0 keeps them on the FMA direct shapes, for A/B runs).
+  bool warp_rows = true;
   static PersistentKnobs from_environment();
 };
 
@@ -182,8 +188,9 @@ class GemmRnn {
   void enqueue_forward(const ForwardArgs& args, cudaStream_t s);
   void enqueue_backward_data(const BackwardDataArgs& args, cudaStream_t s);
   void enqueue_backward_weights(const BackwardWeightsArgs& args, cudaStream_t s);
-  // One call's launches: captured into `graph` (once per key) and replayed on `stream`, or, for
-  // the persistent recurrence with graphs turned off, enqueued directly on `stream`.
+  // One call's launches, after throw_if_failed(): captured into `graph` (once per key) and
+  // replayed on `stream`, or, for the persistent recurrence with graphs turned off, enqueued
+  // directly on `stream`.
   void run_pass(CachedGraph& graph, const CachedGraph::Key& key, cudaStream_t stream,
                 const std::function<void(cudaStream_t)>& enqueue);
   void bind_blas(cudaStream_t s);

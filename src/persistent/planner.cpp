@@ -72,10 +72,41 @@ void pick_tensor_core(Tiling& t, std::int64_t hidden, std::int64_t batch, int sm
                   : fmt::format("forward on tensor cores: {}; backward: {}", forward, t.reason);
 }
 
+// The warp-rows kernel for vanilla layers at small batches (tiling.h), when a shape holds the
+// layer: the fewest records per lane that cover the records, BB = 2 at B = 2 (one warp, one
+// chain), else one batch element per warp.
+void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_count) {
+  if (batch > kWarpRowsMaxBatch) return;
+  const int bb = batch == 2 ? 2 : 1;
+  const std::int64_t groups = (batch + bb - 1) / bb;
+  const std::int64_t w = (records + sm_count - 1) / sm_count;  // record warps per batch group
+  for (int i = 0; i < kWarpRowsShapeCount; ++i) {
+    const WarpRowsShape& s = kWarpRowsShapes[i];
+    if (s.batch_per_warp != bb || std::int64_t{32} * s.records_per_lane < records) continue;
+    if (32 * w * groups > s.max_threads) continue;
+    if (t.warp_rows >= 0 &&
+        kWarpRowsShapes[t.warp_rows].records_per_lane <= s.records_per_lane)
+      continue;
+    t.warp_rows = i;
+  }
+  if (t.warp_rows < 0) return;
+  const WarpRowsShape& s = kWarpRowsShapes[t.warp_rows];
+  t.warp_rows_records = static_cast<int>(w);
+  t.warp_rows_groups = static_cast<int>(groups);
+  t.warp_rows_ctas = static_cast<int>((records + w - 1) / w);
+  t.warp_rows_threads = static_cast<int>(32 * w * groups);
+  t.finish_barrier = false;
+  t.reason = fmt::format(
+      "{} CTAs x {} threads, warp rows: each warp 3 hidden units (one record) for {} batch "
+      "element{}, {} f32 weights per thread in registers, {} batch group{} of {} warps per CTA",
+      t.warp_rows_ctas, t.warp_rows_threads, s.batch_per_warp, s.batch_per_warp == 1 ? "" : "s",
+      9 * s.records_per_lane, groups, groups == 1 ? "" : "s", w);
+}
+
 }  // namespace
 
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
-            TensorCores tensor_cores) {
+            TensorCores tensor_cores, bool warp_rows) {
   PRNN_EXPECT(hidden >= 1 && batch >= 1 && sm_count >= 1,
               "persistent tiling: expected hidden, batch and SM count >= 1, got {}, {}, {}",
               hidden, batch, sm_count);
@@ -162,6 +193,7 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
   if (tensor_cores != TensorCores::Off && gates != 1)
     pick_tensor_core(t, hidden, batch, sm_count, weights,
                      tensor_cores == TensorCores::ForwardBackward);
+  if (warp_rows && gates == 1 && t.shape >= 0) pick_warp_rows(t, h_records, batch, sm_count);
   return t;
 }
 
@@ -197,6 +229,11 @@ constexpr double kExchangeCycles = 1000;
 // (rnn_lab.csv), H=2048 B=4 5.26 µs/step.
 constexpr double kDirectFixedCycles = 1050;
 constexpr double kDirectTailCycles = 1800;
+// The warp-rows kernel (vanilla cells, B ≤ 4; warp_rows_kernel.cuh): the poll, the warp's
+// shuffle all-reduce, the finishing lane's cell and stores, the publish, in one chain per step.
+// Provisional, from the lab kernel alone (bench/persistent/warp_rows_lab.cu, H=1152: B = 1
+// 2.14, B = 4 2.15 µs/step), until library measurements fit it.
+constexpr double kWarpRowsFixedCycles = 2700;
 // The staged FMA kernels (gated cells with FMA weights): the staging's polls, its barrier, the
 // reduction's barrier, the finishers' gate math, the publish. From the gated f32 steps at B = 1..32
 // (cells_figure3.csv: LSTM H=1024 3.61 at B = 1, 5.81 at B = 4; GRU H=1152 2.98, 4.71) and the
@@ -277,6 +314,22 @@ std::vector<ChunkCycles> fma_chunks(const persistent::Tiling& t, bool forward, s
   return chunks;
 }
 
+// The one chunk of a pass of the warp-rows kernel (tiling t): a lane issues 9·kRec FMAs per
+// batch element it holds and 5 shuffles and adds per sum (3 per batch element); the CTA's warps
+// read B·records·16 distinct bytes (each record W times, the copies mostly at once).
+std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, std::int64_t records,
+                                          std::int64_t batch) {
+  const persistent::WarpRowsShape& s = persistent::kWarpRowsShapes[t.warp_rows];
+  const std::int64_t bb = s.batch_per_warp;
+  const double instructions =
+      static_cast<double>(9 * s.records_per_lane * bb + 2 * 5 * persistent::kUnitsPerRecord * bb);
+  const double warps_per_scheduler =
+      std::max(1.0, static_cast<double>(t.warp_rows_threads) / 32.0 / kSchedulersPerSm);
+  return {{kWarpRowsFixedCycles, kIssueCycles * instructions * warps_per_scheduler,
+           static_cast<double>(batch * records * 16) / kL2BytesPerSmPerCycle,
+           0.0}};
+}
+
 // The chunks of one pass of tensor-core shape s (tensor_core_kernel.cuh) at `ctas` CTAs. A warp
 // issues, per chunk of nb ≤ 8·NT, KT · ceil(NG·R/16) mma per product (one when nb ≤ 4 packs hi
 // and lo into one n tile, else two per n tile: the forward all NT, the backward the chunk's) and
@@ -332,7 +385,11 @@ void predict_passes(PersistentPlan& p, const persistent::Tiling& t, std::int64_t
   if (!t.runs()) return;
   for (const bool forward : {true, false}) {
     PassCost& cost = forward ? p.forward : p.backward_data;
-    if (t.tensor_core >= 0 && (forward || t.tensor_core_backward)) {
+    if (t.warp_rows >= 0) {
+      cost = pass_cost("warp rows", batch,
+                       warp_rows_chunks(t, ceil_div(hidden, persistent::kUnitsPerRecord), batch),
+                       cycles_per_us);
+    } else if (t.tensor_core >= 0 && (forward || t.tensor_core_backward)) {
       const persistent::TensorCoreShape& s = persistent::kTensorCoreShapes[t.tensor_core];
       cost = pass_cost("tensor cores", std::min<std::int64_t>(8 * s.n_tiles, batch),
                        tensor_core_chunks(s, forward, hidden, batch, t.tensor_core_ctas),
@@ -366,7 +423,11 @@ PersistentPlan plan_persistent(const RnnDesc& desc, std::int64_t batch, const De
   const persistent::Tiling kernel_tiling = persistent::tile(
       static_cast<int>(G), H, batch, dev.sm_count, desc.weight_dtype);
   p.kernel = kernel_tiling.reason;
-  if (kernel_tiling.shape >= 0) {
+  if (kernel_tiling.warp_rows >= 0) {
+    p.ctas = kernel_tiling.warp_rows_ctas;
+    p.threads_per_cta = kernel_tiling.warp_rows_threads;
+    p.units_per_cta = persistent::kUnitsPerRecord * kernel_tiling.warp_rows_records;
+  } else if (kernel_tiling.shape >= 0) {
     p.ctas = kernel_tiling.ctas;
     p.threads_per_cta = kernel_tiling.threads;
     p.units_per_cta = kernel_tiling.rows;

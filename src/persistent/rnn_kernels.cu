@@ -40,6 +40,7 @@
 #include "persistent/kernel_common.cuh"
 #include "persistent/rnn_kernels.h"
 #include "persistent/tensor_core_kernel.cuh"
+#include "persistent/warp_rows_kernel.cuh"
 #include "prnn/error.h"
 #include "prnn/rnn.h"
 
@@ -478,6 +479,18 @@ KernelFn pick_tensor_core(int shape, std::index_sequence<I...>) {
   return fns[shape];
 }
 
+template <int I, bool L, Pass P>
+constexpr KernelFn warp_rows_kernel_of() {
+  constexpr WarpRowsShape s = kWarpRowsShapes[I];
+  return &warp_rows_kernel<s.records_per_lane, s.batch_per_warp, s.max_threads, L, P>;
+}
+
+template <bool L, Pass P, std::size_t... I>
+KernelFn pick_warp_rows(int shape, std::index_sequence<I...>) {
+  constexpr KernelFn fns[] = {warp_rows_kernel_of<static_cast<int>(I), L, P>()...};
+  return fns[shape];
+}
+
 struct LaunchShape {
   KernelFn fn = nullptr;
   int ctas = 0, threads = 0;
@@ -485,6 +498,20 @@ struct LaunchShape {
 };
 
 LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths) {
+  if (tiling.warp_rows >= 0) {
+    if (tiling.warp_rows >= kWarpRowsShapeCount)
+      throw InternalError("persistent kernel: no warp-rows shape " +
+                          std::to_string(tiling.warp_rows));
+    const auto seq = std::make_index_sequence<kWarpRowsShapeCount>{};
+    KernelFn fn = nullptr;
+    if (lengths)
+      fn = pass == Pass::Forward ? pick_warp_rows<true, Pass::Forward>(tiling.warp_rows, seq)
+                                 : pick_warp_rows<true, Pass::BackwardData>(tiling.warp_rows, seq);
+    else
+      fn = pass == Pass::Forward ? pick_warp_rows<false, Pass::Forward>(tiling.warp_rows, seq)
+                                 : pick_warp_rows<false, Pass::BackwardData>(tiling.warp_rows, seq);
+    return {fn, tiling.warp_rows_ctas, tiling.warp_rows_threads, 0};
+  }
   if (tiling.tensor_core >= 0 && (pass == Pass::Forward || tiling.tensor_core_backward)) {
     if (tiling.tensor_core >= kTensorCoreShapeCount)
       throw InternalError("persistent kernel: no tensor-core shape " +

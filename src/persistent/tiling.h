@@ -184,6 +184,25 @@ inline constexpr TensorCoreShape kTensorCoreShapes[] = {
 inline constexpr int kTensorCoreShapeCount =
     static_cast<int>(sizeof(kTensorCoreShapes) / sizeof(kTensorCoreShapes[0]));
 
+// Warp-rows shapes (warp_rows_kernel.cuh), vanilla cells, both passes: every warp owns one
+// record's 3 rows of W_hh (forward) or W_hhᵀ (backward) over all H columns, lane l the columns of
+// records l + 32·j, j < kRec (9·kRec fp32 weights in registers), for BB batch elements. A CTA
+// holds W record warps for each of G batch groups (both chosen at run time); one per SM.
+struct WarpRowsShape {
+  int records_per_lane = 0;  // kRec: H ≤ 96·kRec
+  int batch_per_warp = 1;    // BB
+  int max_threads = 0;       // launch bound: 384 threads get 168 registers, 256 get 255
+};
+inline constexpr WarpRowsShape kWarpRowsShapes[] = {
+    {4, 1, 384}, {8, 1, 384}, {12, 1, 384}, {4, 2, 256}, {8, 2, 256}, {12, 2, 256},
+};
+inline constexpr int kWarpRowsShapeCount =
+    static_cast<int>(sizeof(kWarpRowsShapes) / sizeof(kWarpRowsShapes[0]));
+// The batches it takes (one chain per step: a warp per batch element, or two in one warp at
+// B = 2): measured faster than the FMA direct shapes there (bench/persistent/NOTES.md, "Rows per
+// warp"). Beyond, the direct shapes' chunks win on registers.
+inline constexpr int kWarpRowsMaxBatch = 4;
+
 struct Tiling {
   // Index into kShapes; -1: no FMA shape fits (runs() below says whether tensor cores take the
   // layer; else the reason says why nothing does).
@@ -211,6 +230,11 @@ struct Tiling {
   // (H = 1152 B = 8, H = 2048 B = 4); not at two chunks of 1 or 2 at 9 rows, nor at four chunks
   // (bench/persistent/NOTES.md, "The chunk's chain timed inside the kernel").
   bool finish_barrier = false;
+  // Both passes on the warp-rows kernel instead (vanilla cells, B ≤ kWarpRowsMaxBatch, H ≤
+  // 1152): index into kWarpRowsShapes, -1 when the FMA shape runs them; W record warps per batch
+  // group, G batch groups, W·G warps per CTA.
+  int warp_rows = -1;
+  int warp_rows_records = 0, warp_rows_groups = 0, warp_rows_ctas = 0, warp_rows_threads = 0;
   std::string reason;
 
   // Whether both passes have a kernel: an FMA shape, or a tensor-core shape for both (the large
@@ -228,7 +252,10 @@ struct Tiling {
 // ForwardBackward (the default) and batch ≤ kTensorCoreBackwardMaxBatch, the backward data too.
 // Where an FMA shape holds the layer as well, tensor cores from batch kTensorCoreMinBatch on;
 // where none does (H > 1152), at every batch, and only with both passes on them.
+// Unless warp_rows is false, vanilla layers of batch ≤ kWarpRowsMaxBatch whose records fit a
+// warp-rows shape run both passes on it (W = the fewest record warps per CTA that fit the SMs;
+// G = B, or 1 with two batch elements per warp at B = 2); the FMA shape stays the fallback.
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
-            TensorCores tensor_cores = TensorCores::ForwardBackward);
+            TensorCores tensor_cores = TensorCores::ForwardBackward, bool warp_rows = true);
 
 }  // namespace prnn::persistent

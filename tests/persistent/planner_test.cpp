@@ -35,12 +35,20 @@ RnnDesc rnn(Cell cell, std::int64_t H, DType dtype = DType::F32) {
 TEST(Planner, ReluH1152FitsInRegisters) {
   const PersistentPlan p = plan_persistent(rnn(Cell::ReLU, 1152), 4, h200());
   ASSERT_TRUE(p.fits) << p.reason;
-  // The kernels' tiling: 9 units per CTA (a multiple of 3 records), 128 CTAs, 128 threads
-  // holding 3 groups of 3 columns each, the batch in two chunks of 2.
+  // The kernels' tiling at B = 4, warp rows: 9 units per CTA (3 records, one per warp of each
+  // batch group), 128 CTAs, 4 batch groups of 3 warps: 384 threads.
   EXPECT_EQ(p.ctas, 128);
   EXPECT_EQ(p.units_per_cta, 9);
-  EXPECT_EQ(p.threads_per_cta, 128);
-  EXPECT_NE(p.kernel.find("chunks of 2"), std::string::npos) << p.kernel;
+  EXPECT_EQ(p.threads_per_cta, 384);
+  EXPECT_NE(p.kernel.find("warp rows"), std::string::npos) << p.kernel;
+  // Without warp rows (PRNN_PERSISTENT_WARP_ROWS=0), the FMA direct shape: 128 threads holding
+  // 3 groups of 3 columns each, the batch in two chunks of 2.
+  const persistent::Tiling fma =
+      persistent::tile(1, 1152, 4, 132, DType::F32, persistent::TensorCores::ForwardBackward, false);
+  EXPECT_EQ(fma.warp_rows, -1);
+  EXPECT_EQ(fma.ctas, 128);
+  EXPECT_EQ(fma.threads, 128);
+  EXPECT_NE(fma.reason.find("chunks of 2"), std::string::npos) << fma.reason;
   EXPECT_EQ(p.weight_bytes, 1152LL * 1152 * 4);
   EXPECT_EQ(p.weight_bytes_per_cta, 9LL * 1152 * 4);
   EXPECT_EQ(p.shared_bytes_per_cta, 0);  // 41.5 KiB: all in registers
@@ -49,7 +57,7 @@ TEST(Planner, ReluH1152FitsInRegisters) {
   EXPECT_DOUBLE_EQ(p.sync_us, kGridSyncUs);
   EXPECT_NEAR(p.mbsp_us, std::max({p.compute_us, p.shared_us, p.exchange_us}) + p.sync_us, 1e-12);
   // The prediction is the latency model's: more than the MBSP bound, which misses the chain.
-  EXPECT_EQ(p.forward.kernel, "FMA direct");
+  EXPECT_EQ(p.forward.kernel, "warp rows");
   EXPECT_GT(p.step_us, p.mbsp_us);
 }
 
@@ -60,7 +68,8 @@ TEST(Planner, ReluH1152FitsInRegisters) {
 TEST(Planner, FinishBarrierWhereMeasuredFaster) {
   using persistent::tile;
   auto barrier = [](int gates, std::int64_t H, std::int64_t B) {
-    const persistent::Tiling t = tile(gates, H, B, 132, DType::F32);
+    const persistent::Tiling t =
+        tile(gates, H, B, 132, DType::F32, persistent::TensorCores::ForwardBackward, false);
     EXPECT_GE(t.shape, 0) << t.reason;
     EXPECT_EQ(t.finish_barrier, t.reason.find("barrier") != std::string::npos) << t.reason;
     return t.finish_barrier;
@@ -308,9 +317,10 @@ TEST(Planner, LatencyModelStructure) {
     int chunks, chunk;  // the forward's
   };
   const Layer layers[] = {
-      {Cell::ReLU, 1152, 1, DType::F32, "FMA direct", "FMA direct", 1, 1},
-      {Cell::ReLU, 1152, 2, DType::F32, "FMA direct", "FMA direct", 2, 1},
-      {Cell::ReLU, 1152, 4, DType::F32, "FMA direct", "FMA direct", 2, 2},
+      {Cell::ReLU, 1152, 1, DType::F32, "warp rows", "warp rows", 1, 1},
+      {Cell::ReLU, 1152, 2, DType::F32, "warp rows", "warp rows", 1, 2},
+      {Cell::ReLU, 1152, 4, DType::F32, "warp rows", "warp rows", 1, 4},
+      {Cell::ReLU, 2048, 2, DType::F32, "FMA direct", "FMA direct", 2, 1},
       {Cell::ReLU, 1152, 8, DType::F32, "FMA direct", "FMA direct", 2, 4},
       {Cell::ReLU, 2048, 4, DType::F32, "FMA direct", "FMA direct", 2, 2},
       {Cell::LSTM, 1024, 16, DType::F32, "FMA staged", "FMA staged", 4, 4},
@@ -349,10 +359,10 @@ TEST(Planner, LatencyModelStructure) {
   // One chunk of a direct kernel is latency-bound (its finishers and the exchange hide the next
   // chunk: B = 2 in two chunks of one costs what B = 1 does); the staged and tensor-core kernels
   // are busy for almost all of their chain, so with several chunks the throughput bound rules.
-  const PersistentPlan relu2 = plan_persistent(rnn(Cell::ReLU, 1152), 2, h200());
+  const PersistentPlan relu2 = plan_persistent(rnn(Cell::ReLU, 2048), 2, h200());
   EXPECT_DOUBLE_EQ(relu2.forward.step_us, relu2.forward.chain_us);
   EXPECT_DOUBLE_EQ(relu2.forward.step_us,
-                   plan_persistent(rnn(Cell::ReLU, 1152), 1, h200()).forward.step_us);
+                   plan_persistent(rnn(Cell::ReLU, 2048), 1, h200()).forward.step_us);
   const PersistentPlan lstm16 = plan_persistent(rnn(Cell::LSTM, 1024), 16, h200());
   EXPECT_DOUBLE_EQ(lstm16.forward.step_us, 4 * lstm16.forward.busy_us);
 }
@@ -378,10 +388,13 @@ TEST(Planner, MoreChunksPredictMoreTime) {
   EXPECT_LT(forward(Cell::LSTM, 1024, 8, DType::F32).step_us,
             forward(Cell::LSTM, 1024, 16, DType::F32).step_us);
   // Direct FMA: two chunks of 1, 2, 4 (B = 2, 4, 8) cost more as the chunk grows.
-  EXPECT_LT(forward(Cell::ReLU, 1152, 2, DType::F32).step_us,
+  EXPECT_LT(forward(Cell::ReLU, 2048, 2, DType::F32).step_us,
+            forward(Cell::ReLU, 2048, 4, DType::F32).step_us);
+  EXPECT_LT(forward(Cell::ReLU, 2048, 4, DType::F32).step_us,
+            forward(Cell::ReLU, 2048, 8, DType::F32).step_us);
+  // Warp rows: one chain per step, more batch elements per step cost more.
+  EXPECT_LT(forward(Cell::ReLU, 1152, 1, DType::F32).step_us,
             forward(Cell::ReLU, 1152, 4, DType::F32).step_us);
-  EXPECT_LT(forward(Cell::ReLU, 1152, 4, DType::F32).step_us,
-            forward(Cell::ReLU, 1152, 8, DType::F32).step_us);
   // Past a chunk's capacity a partial last chunk adds less than a full one.
   const PassCost c9 = forward(Cell::LSTM, 1152, 9, DType::BF16);  // chunks of 16: one of 9
   const PassCost c17 = forward(Cell::LSTM, 1152, 17, DType::BF16);
@@ -457,7 +470,7 @@ TEST(Planner, PredictionTracksCommittedMeasurements) {
 // The printed plan names every term of the prediction and the MBSP bound beside it; a layer no
 // kernel runs gets no prediction, only the bound.
 TEST(Planner, DescribeNamesTheTerms) {
-  const std::string relu = describe(plan_persistent(rnn(Cell::ReLU, 1152), 4, h200()));
+  const std::string relu = describe(plan_persistent(rnn(Cell::ReLU, 2048), 4, h200()));
   for (const char* term :
        {"predicted", "us/step = forward", "input GEMM", "forward + backward", "backward data",
         "GEMMs", "max(chain", "2 chunks x busy", "FMA direct, chunks of 2", "chain = exchange",

@@ -38,9 +38,11 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "persistent/tiling.h"
 #include "prnn/device.h"
 #include "prnn/error.h"
 #include "prnn/rnn.h"
@@ -88,6 +90,8 @@ std::vector<RnnCase> cases() {
   v.push_back({Cell::ReLU, 333, 3, 64, 1537, 1, false, true});  // H = 1537, long, B = 3
   v.push_back({Cell::Tanh, 333, 5, 1, 1000, 1, true, false});   // I = 1, bidirectional, long
   v.push_back({Cell::ReLU, 333, 4, 32, 1152, 1, false, true});  // the target layer
+  v.push_back({Cell::ReLU, 333, 2, 16, 700, 1, false, true});   // B = 2 (warp rows: 2 per warp)
+  v.push_back({Cell::Tanh, 60, 2, 8, 1152, 2, true, true});     // B = 2, H = 1152, stacked
   v.push_back({Cell::Tanh, 333, 16, 8, 1152, 1, false, true});  // B = 16
   v.push_back({Cell::ReLU, 333, 4, 16, 2048, 1, false, true});  // H = 2048, long
   v.push_back({Cell::ClippedReLU, 2, 7, 16, 2048, 2, true, true});
@@ -129,7 +133,9 @@ std::vector<RnnCase> cases() {
     n.lengths = {1, 29, 26, 2, 29, 13, 28};
     RnnCase m{cell, 50, 5, 24, 515, 2, false, true};  // two batch chunks (gated), one layer apart
     m.lengths = {50, 1, 47, 50, 3};
-    for (const RnnCase& c : {a, b, r, n, m}) v.push_back(c);
+    RnnCase w{cell, 40, 2, 5, 385, 1, true, true};  // B = 2, odd H, both directions
+    w.lengths = {40, 3};
+    for (const RnnCase& c : {a, b, r, n, m, w}) v.push_back(c);
   }
   // The tensor-core forward (16-bit GRU / LSTM, B >= 4): batch chunks of 8 and 16, two chunks
   // of 16, the small-H shape (R = 3), H = 1, lengths across a chunk of 16.
@@ -175,17 +181,22 @@ std::vector<RnnCase> cases() {
 // graphs: the PRNN_PERSISTENT_GRAPHS of the run ("": graphs, the default). The persistent cases
 // of several layers, both directions or sequence lengths (several launches per call) also run
 // with "0", each call's launches enqueued directly.
+// warp_rows: the PRNN_PERSISTENT_WARP_ROWS of the run ("": the tiling's choice). The vanilla
+// cases the warp-rows kernel takes (B ≤ 4, H ≤ 1152) also run with "0", on the FMA direct
+// shapes, so that both kernels keep their cases at those batches.
 struct GpuCase {
   RnnAlgo algo = RnnAlgo::Persistent;
   RnnCase c;
   std::string tensor_cores = "1";
   std::string finish_barrier = "";
   std::string graphs = "";
+  std::string warp_rows = "";
   std::string name() const {
     const char* variant = tensor_cores == "0" ? "_fma_" : tensor_cores == "forward" ? "_tcforward_" : "_";
     const std::string barrier = finish_barrier.empty() ? "" : "barrier" + finish_barrier + "_";
     const std::string direct = graphs == "0" ? "direct_" : "";
-    return std::string(to_string(algo)) + variant + barrier + direct + c.name();
+    const std::string rows = warp_rows == "0" ? "nowarprows_" : "";
+    return std::string(to_string(algo)) + variant + barrier + direct + rows + c.name();
   }
 };
 inline void PrintTo(const GpuCase& g, std::ostream* os) { *os << g.name(); }
@@ -204,6 +215,10 @@ std::vector<GpuCase> gpu_cases() {
   for (const RnnCase& c : cases())
     if (c.L > 1 || c.bidirectional || !c.lengths.empty())
       v.push_back({RnnAlgo::Persistent, c, "1", "", "0"});
+  for (const RnnCase& c : cases())
+    if ((c.cell == Cell::ReLU || c.cell == Cell::ClippedReLU || c.cell == Cell::Tanh) &&
+        c.B <= persistent::kWarpRowsMaxBatch && c.H <= 1152)
+      v.push_back({RnnAlgo::Persistent, c, "1", "", "", "0"});
   return v;
 }
 
@@ -233,18 +248,15 @@ const RnnData& reference_of(const RnnCase& c) {
     std::sort(all.begin(), all.end(), [](const RnnCase& a, const RnnCase& b) {
       return a.reference_cost() > b.reference_cost();
     });
+    // The problems of the selected MatchesReference cases (every variant of gpu_cases()).
+    std::set<std::string> wanted;
+    for (const GpuCase& g : gpu_cases())
+      if (std::find(selected.begin(), selected.end(), "MatchesReference/" + g.name()) !=
+          selected.end())
+        wanted.insert(g.c.name());
     std::map<std::string, std::shared_future<RnnData>> m;
     for (const RnnCase& rc : all) {
-      const bool wanted = std::any_of(selected.begin(), selected.end(), [&](const std::string& n) {
-        for (RnnAlgo algo : {RnnAlgo::Persistent, RnnAlgo::GemmPerStep})
-          for (const char* knob : {"1", "0", "forward"})
-            for (const char* barrier : {"", "0", "1"})
-              for (const char* graphs : {"", "0"})
-                if (n == "MatchesReference/" + GpuCase{algo, rc, knob, barrier, graphs}.name())
-                  return true;
-        return false;
-      });
-      if (!wanted) continue;
+      if (wanted.count(rc.name()) == 0) continue;
       const std::uint64_t seed = seed_of(rc);
       m.emplace(rc.name(),
                 std::async(std::launch::async, [rc, seed] { return test::make_rnn_data(rc, seed); })
@@ -394,6 +406,7 @@ TEST_P(RnnGpu, MatchesReference) {
   const EnvScope tensor_cores("PRNN_PERSISTENT_TENSOR_CORES", GetParam().tensor_cores.c_str());
   const EnvScope barrier("PRNN_PERSISTENT_FINISH_BARRIER", GetParam().finish_barrier.c_str());
   const EnvScope graphs("PRNN_PERSISTENT_GRAPHS", GetParam().graphs.c_str());
+  const EnvScope warp_rows("PRNN_PERSISTENT_WARP_ROWS", GetParam().warp_rows.c_str());
   Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), GetParam().algo);
   ASSERT_EQ(rnn.algo(), GetParam().algo) << rnn.reason();
   const Inputs in = upload_inputs(s, c.dtype);
@@ -505,11 +518,12 @@ INSTANTIATE_TEST_SUITE_P(Issue, RnnGrid, ::testing::ValuesIn(grid()), grid_name)
 
 // A CTA stalled past the wait bound: the others time out, every CTA leaves, check() throws
 // RuntimeError, for the forward and then the backward data; a new Rnn on the same GPU then runs
-// correctly. Once for the FMA kernels (tanh, fp32) and once for the tensor-core kernels (LSTM,
-// bf16: H = 1152, the largest shape).
+// correctly. Once for the warp-rows kernel (tanh, fp32, B = 3), once for the FMA kernels (B = 8)
+// and once for the tensor-core kernels (LSTM, bf16: H = 1152, the largest shape).
 TEST(RnnGpuSafety, StalledCtaBecomesRuntimeError) {
   ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
   const RnnCase cases[] = {{Cell::Tanh, 64, 3, 5, 600, 1, false, true},
+                           {Cell::Tanh, 64, 8, 5, 600, 1, false, true},
                            {Cell::LSTM, 64, 4, 5, 1152, 1, false, true, DType::BF16},
                            {Cell::LSTM, 16, 4, 5, 2048, 1, false, true, DType::BF16}};
   for (const RnnCase& c : cases) {
@@ -561,7 +575,8 @@ TEST(RnnGpuSafety, MalformedKnobIsInvalidArgument) {
                                                       {"PRNN_PERSISTENT_TENSOR_CORES", "2"},
                                                       {"PRNN_PERSISTENT_TENSOR_CORES", "fwd"},
                                                       {"PRNN_PERSISTENT_FINISH_BARRIER", "yes"},
-                                                      {"PRNN_PERSISTENT_GRAPHS", "on"}};
+                                                      {"PRNN_PERSISTENT_GRAPHS", "on"},
+                                                      {"PRNN_PERSISTENT_WARP_ROWS", "true"}};
   for (const auto& [name, value] : knobs) {
     const EnvScope knob(name, value);
     try {

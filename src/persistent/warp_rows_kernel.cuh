@@ -1,0 +1,215 @@
+// The warp-rows persistent kernel: vanilla cells (NG = 1), one layer direction, forward or
+// backward data (contract in rnn_kernels.h), for the small batches where a step is one chain of
+// latencies. Every warp owns whole rows, so a step needs no CTA reduction, barrier or finishing
+// threads (bench/persistent/NOTES.md, "Rows per warp").
+//   Forward:       a_t = u_t + W_hh h_prev + b_ih + b_hh, h_t = act(a_t)
+//   BackwardData:  dh = dy_t + W_hhᵀ dQ_prev (+ dhn / the padding carry), dQ_t = dh ⊙ act'(a_t)
+// Layout:   as rnn_kernels.cu: W_hh [H, H] row-major; pre/dpre [T, B, H]; out, dy rows strided;
+//           exchange: two buffers (step parity) of [B, K] records, K = ceil(H/3), record (b, k)
+//           = {v[b][3k], v[b][3k+1], v[b][3k+2], tag} (h forward, dQ backward; 0 past H).
+// Launch:   cooperative, tiling.warp_rows_ctas CTAs (≤ one per SM) of W·G warps, W =
+//           p.warp_records, G = warps / W: warp w of CTA c owns record k = c·W + w % W, i.e. the
+//           3 units [3k, 3k + 3): rows 3k.. of W_hh (forward) or of W_hhᵀ (backward), for the
+//           batch elements g + G·i, i < BB, of its batch group g = w / W. Lane l holds the
+//           columns of records l + 32·j, j < kRec: 9·kRec fp32 weights in registers.
+// Step:     each warp polls its records of the previous step (one 16-byte load each, the stale
+//           ones reloaded, all in flight), does its 9·kRec·BB FMAs, all-reduces its 3·BB sums
+//           across the warp by shuffles (every lane ends with the same sums, added in the same
+//           order: deterministic), and lane i finishes batch element g + G·i: its 3 units' cell
+//           math, every store of the step (kernel_common.cuh) and the record (tag epoch + s).
+// Sync:     none besides the tagged records. Two buffers suffice: a warp publishes its record of
+//           step s for batch element b only after reading all of b's records of step s−1, whose
+//           producers published them only after reading all of b's records of step s−2.
+// Limits:   ceil(H/3) ≤ 32·kRec; B ≤ G·BB; every wait bounded by timeout_ns (then
+//           kStatusTimeout, every warp leaves). Included by rnn_kernels.cu only.
+#pragma once
+
+#include "persistent/kernel_common.cuh"
+
+namespace prnn::persistent {
+
+template <int kRec, int BB, int kMaxThreads, bool kLengths, Pass P>
+__global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params p) {
+  constexpr bool kFwd = P == Pass::Forward;
+  constexpr unsigned kAll = 0xFFFFFFFFu;
+  __shared__ unsigned s_epoch;
+  __shared__ int s_abort;
+
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int H = p.hidden, B = p.batch, K = (H + kR3 - 1) / kR3;
+  const int W = p.warp_records, G = static_cast<int>(blockDim.x) / 32 / W;
+  const int rec_k = static_cast<int>(blockIdx.x) * W + warp % W;  // the record this warp owns
+  const int row0 = rec_k * kR3, bg = warp / W;
+
+  // The weights: w[r][3j + c] is row row0 + r, column 3·(lane + 32j) + c of W_hh (forward) or
+  // of W_hhᵀ (backward); zeros outside.
+  float w[kR3][kR3 * kRec];
+#pragma unroll
+  for (int j = 0; j < kRec; ++j)
+#pragma unroll
+    for (int c = 0; c < kR3; ++c) {
+      const int col = kR3 * (lane + 32 * j) + c;
+#pragma unroll
+      for (int r = 0; r < kR3; ++r) {
+        const int row = row0 + r;
+        const bool in = col < H && row < H;
+        const std::int64_t at = kFwd ? static_cast<std::int64_t>(row) * H + col
+                                     : static_cast<std::int64_t>(col) * H + row;
+        w[r][kR3 * j + c] = in ? p.w[at] : 0.0f;
+      }
+    }
+  begin_launch(p, &s_epoch, &s_abort);
+  __syncthreads();
+  const unsigned epoch = s_epoch;
+
+  // Lane i < BB finishes batch element f_b = bg + G·i of the warp's 3 units.
+  const int f_b = bg + G * lane;
+  const bool finisher = lane < BB && f_b < B;
+  float bias[kR3] = {};
+  if constexpr (kFwd) {
+#pragma unroll
+    for (int c = 0; c < kR3; ++c) {
+      const int row = row0 + c;
+      if (finisher && row < H) bias[c] = p.b_ih[row] + p.b_hh[row];  // the GEMM-RNN's order
+    }
+  }
+
+  // A warp whose record lies past the last one (the last CTA's) has no rows: it only waits at
+  // the end.
+  for (int s = 0; s < p.steps && rec_k < K; ++s) {
+    const std::int64_t t = static_cast<std::int64_t>(p.t_first) + static_cast<std::int64_t>(s) * p.t_step;
+    const std::int64_t t_prev = kFwd ? t - p.t_step : t + p.t_step;  // as rnn_kernels.cu
+    const bool first_fwd = kFwd ? s == 0 : s == p.steps - 1;
+    stall_if_asked(p, s);
+    const bool from_exchange = s > 0;
+    const bool has_source = from_exchange || (kFwd && p.h0 != nullptr);
+    const float4* src = p.exchange + static_cast<std::int64_t>((s - 1) & 1) * B * K;
+    float4* dst = p.exchange + static_cast<std::int64_t>(s & 1) * B * K;
+    const unsigned want = epoch + static_cast<unsigned>(s) - 1u;
+    const unsigned mine = epoch + static_cast<unsigned>(s);
+
+    // The finisher's inputs, loaded before the wait so that their latency hides in it.
+    const bool f_pad = finisher && kLengths && t >= p.lengths[f_b];
+    float u[kR3] = {};
+    BackwardUnitIn<1> bin[kFwd ? 1 : kR3];
+    if (finisher) {
+#pragma unroll
+      for (int c = 0; c < kR3; ++c) {
+        const int row = row0 + c;
+        if (row >= H) continue;
+        if constexpr (kFwd) {
+          float uc[1], st = 0.0f;
+          load_forward_unit<1>(p, t, t_prev, first_fwd, f_b, row, uc, st);
+          u[c] = uc[0];
+        } else {
+          bin[c] = load_backward_unit<1, kLengths>(p, s, t, t_prev, first_fwd, f_b, row);
+        }
+      }
+    }
+
+    float acc[kR3 * BB];
+#pragma unroll
+    for (int i = 0; i < kR3 * BB; ++i) acc[i] = 0.0f;
+    if (has_source) {
+      // rec[i][j]: record lane + 32j of batch element bg + G·i (tag `want`; at s = 0 the
+      // forward's h0, untagged; past the end zeros that count as ready).
+      float4 rec[BB][kRec];
+#pragma unroll
+      for (int i = 0; i < BB; ++i)
+#pragma unroll
+        for (int j = 0; j < kRec; ++j) {
+          const int k = lane + 32 * j, b = bg + G * i;
+          rec[i][j] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
+          if (k >= K || b >= B) continue;
+          if (from_exchange) {
+            rec[i][j] = load_record(src + static_cast<std::int64_t>(b) * K + k);
+          } else {
+            const float* h = p.h0 + static_cast<std::int64_t>(b) * H + k * kR3;
+            const int n = min(kR3, H - k * kR3);
+            rec[i][j].x = h[0];
+            if (n > 1) rec[i][j].y = h[1];
+            if (n > 2) rec[i][j].z = h[2];
+          }
+        }
+      if (from_exchange) {
+        auto ready = [&] {
+          bool r = true;
+#pragma unroll
+          for (int i = 0; i < BB; ++i)
+#pragma unroll
+            for (int j = 0; j < kRec; ++j) r &= tagged(rec[i][j], want);
+          return __all_sync(kAll, r);
+        };
+        if (!ready()) {
+          const std::uint64_t start = global_ns();
+          bool go = true;
+          for (unsigned spins = 1; go; ++spins) {
+#pragma unroll
+            for (int i = 0; i < BB; ++i)
+#pragma unroll
+              for (int j = 0; j < kRec; ++j) {
+                const int k = lane + 32 * j;
+                if (!tagged(rec[i][j], want))
+                  rec[i][j] = load_record(src + static_cast<std::int64_t>(bg + G * i) * K + k);
+              }
+            if (ready()) break;
+            if (spins % kSpinsPerCheck != 0) continue;
+            // One lane decides for the warp (keep_waiting reports a timeout once).
+            go = __shfl_sync(kAll, lane == 0 ? keep_waiting(start, p, &s_abort) : false, 0);
+          }
+          if (!go) {
+            if (lane == 0) *static_cast<volatile int*>(&s_abort) = 1;
+            break;
+          }
+        }
+      }
+      // Per sum, the terms in (record, column) order, then the butterfly: the same order in
+      // every lane and every run.
+#pragma unroll
+      for (int i = 0; i < BB; ++i)
+#pragma unroll
+        for (int j = 0; j < kRec; ++j) {
+          const float hv[kR3] = {rec[i][j].x, rec[i][j].y, rec[i][j].z};
+#pragma unroll
+          for (int c = 0; c < kR3; ++c)
+#pragma unroll
+            for (int r = 0; r < kR3; ++r)
+              acc[r * BB + i] = fmaf(w[r][kR3 * j + c], hv[c], acc[r * BB + i]);
+        }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+        for (int i = 0; i < kR3 * BB; ++i) acc[i] += __shfl_xor_sync(kAll, acc[i], off);
+    }
+
+    // Lane i finishes batch element bg + G·i (i a constant in each branch: no indexed registers).
+#pragma unroll
+    for (int i = 0; i < BB; ++i) {
+      if (lane != i || !finisher) continue;
+      float v[kR3];
+#pragma unroll
+      for (int c = 0; c < kR3; ++c) {
+        const int row = row0 + c;
+        const bool live = row < H;
+        if constexpr (kFwd) {
+          const float uc[1] = {u[c]}, mv[1] = {acc[c * BB + i]};
+          v[c] = live ? finish_forward_unit<1>(p, s, t, t_prev, first_fwd, f_b, row, uc, 0.0f, mv,
+                                               bias[c], f_pad)
+                      : 0.0f;
+        } else {
+          const BackwardUnitOut<1> o = compute_backward_unit<1>(p, bin[c], acc[c * BB + i], f_pad);
+          if (live) store_backward_unit<1, kLengths>(p, t, f_b, row, o);
+          v[c] = live ? o.dq[0] : 0.0f;
+        }
+      }
+      if (s + 1 < p.steps)
+        store_record(dst + static_cast<std::int64_t>(f_b) * K + rec_k,
+                     make_float4(v[0], v[1], v[2], __uint_as_float(mine)));
+    }
+  }
+
+  __syncthreads();
+  if (threadIdx.x == 0) end_launch(p, epoch);
+}
+
+}  // namespace prnn::persistent
