@@ -73,21 +73,22 @@ void pick_tensor_core(Tiling& t, std::int64_t hidden, std::int64_t batch, int sm
 }
 
 // The warp-rows kernel for vanilla layers at small batches (tiling.h), when a shape holds the
-// layer: the fewest records per lane that cover the records, BB = 2 at B = 2 (one warp, one
-// chain), else one batch element per warp.
+// layer: a warp per batch element and record, the fewest records per lane that cover the
+// records, then the smallest launch bound that takes the CTA's warps.
 void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_count) {
   if (batch > kWarpRowsMaxBatch) return;
-  const int bb = batch == 2 ? 2 : 1;
-  const std::int64_t groups = (batch + bb - 1) / bb;
+  const std::int64_t groups = batch;
   const std::int64_t w = (records + sm_count - 1) / sm_count;  // record warps per batch group
+  auto better = [](const WarpRowsShape& s, const WarpRowsShape& b) {
+    if (s.records_per_lane != b.records_per_lane) return s.records_per_lane < b.records_per_lane;
+    return s.max_threads < b.max_threads;
+  };
   for (int i = 0; i < kWarpRowsShapeCount; ++i) {
     const WarpRowsShape& s = kWarpRowsShapes[i];
-    if (s.batch_per_warp != bb || std::int64_t{32} * s.records_per_lane < records) continue;
+    if (s.batch_per_warp != 1 || std::int64_t{32} * s.records_per_lane < records) continue;
     if (32 * w * groups > s.max_threads) continue;
-    if (t.warp_rows >= 0 &&
-        kWarpRowsShapes[t.warp_rows].records_per_lane <= s.records_per_lane)
-      continue;
-    t.warp_rows = i;
+    if ((s.records_per_lane + w - 1) / w > warp_rows_own_slots(s.records_per_lane)) continue;
+    if (t.warp_rows < 0 || better(s, kWarpRowsShapes[t.warp_rows])) t.warp_rows = i;
   }
   if (t.warp_rows < 0) return;
   const WarpRowsShape& s = kWarpRowsShapes[t.warp_rows];
@@ -315,8 +316,8 @@ std::vector<ChunkCycles> fma_chunks(const persistent::Tiling& t, bool forward, s
 }
 
 // The one chunk of a pass of the warp-rows kernel (tiling t): a lane issues 9·kRec FMAs per
-// batch element it holds and 5 shuffles and adds per sum (3 per batch element); the CTA's warps
-// read B·records·16 distinct bytes (each record W times, the copies mostly at once).
+// batch element it holds and 5 shuffles and adds per sum (3 per batch element); the CTA reads
+// each record of the step once (B·records·16 bytes; a batch group's warps share them).
 std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, std::int64_t records,
                                           std::int64_t batch) {
   const persistent::WarpRowsShape& s = persistent::kWarpRowsShapes[t.warp_rows];

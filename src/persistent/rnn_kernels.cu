@@ -510,7 +510,8 @@ LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths) {
     else
       fn = pass == Pass::Forward ? pick_warp_rows<false, Pass::Forward>(tiling.warp_rows, seq)
                                  : pick_warp_rows<false, Pass::BackwardData>(tiling.warp_rows, seq);
-    return {fn, tiling.warp_rows_ctas, tiling.warp_rows_threads, 0};
+    return {fn, tiling.warp_rows_ctas, tiling.warp_rows_threads,
+            warp_rows_smem_bytes(kWarpRowsShapes[tiling.warp_rows], tiling.warp_rows_groups)};
   }
   if (tiling.tensor_core >= 0 && (pass == Pass::Forward || tiling.tensor_core_backward)) {
     if (tiling.tensor_core >= kTensorCoreShapeCount)
@@ -561,7 +562,7 @@ std::string prepare(Pass pass, const Tiling& tiling, int device) {
       return "the persistent kernel needs " +
              std::to_string(k.smem_bytes + attr.sharedSizeBytes) +
              " bytes of shared memory per CTA; this GPU allows " + std::to_string(smem_optin);
-    if (k.smem_bytes > 0)  // staged and tensor-core shapes: allow the dynamic shared memory
+    if (k.smem_bytes > 0)  // all but the direct FMA shapes: allow the dynamic shared memory
       PRNN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(k.smem_bytes)));

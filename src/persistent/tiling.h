@@ -187,20 +187,37 @@ inline constexpr int kTensorCoreShapeCount =
 // Warp-rows shapes (warp_rows_kernel.cuh), vanilla cells, both passes: every warp owns one
 // record's 3 rows of W_hh (forward) or W_hhᵀ (backward) over all H columns, lane l the columns of
 // records l + 32·j, j < kRec (9·kRec fp32 weights in registers), for BB batch elements. A CTA
-// holds W record warps for each of G batch groups (both chosen at run time); one per SM.
+// holds W record warps for each of G batch groups (both chosen at run time); one per SM. The
+// launch bound sets the registers a thread may use (65536 / max threads, at most 255): the
+// smallest bound that takes the CTA, so that a CTA of few warps does not spill (at H = 1152,
+// kRec = 12, a bound of 384 spilled 80–136 bytes at B = 1; BB = 2 spilled at 255 registers
+// and ran B = 2 at 4.8 µs/step, against 2.4 for two warps of one).
 struct WarpRowsShape {
   int records_per_lane = 0;  // kRec: H ≤ 96·kRec
   int batch_per_warp = 1;    // BB
-  int max_threads = 0;       // launch bound: 384 threads get 168 registers, 256 get 255
+  int max_threads = 0;       // launch bound: 384 threads get 168 registers, 256 and 128 get 255
 };
 inline constexpr WarpRowsShape kWarpRowsShapes[] = {
-    {4, 1, 384}, {8, 1, 384}, {12, 1, 384}, {4, 2, 256}, {8, 2, 256}, {12, 2, 256},
+    {4, 1, 128}, {8, 1, 128}, {12, 1, 128}, {4, 1, 256}, {8, 1, 256},
+    {12, 1, 256}, {4, 1, 384}, {8, 1, 384}, {12, 1, 384},
 };
 inline constexpr int kWarpRowsShapeCount =
     static_cast<int>(sizeof(kWarpRowsShapes) / sizeof(kWarpRowsShapes[0]));
-// The batches it takes (one chain per step: a warp per batch element, or two in one warp at
-// B = 2): measured faster than the FMA direct shapes there (bench/persistent/NOTES.md, "Rows per
-// warp"). Beyond, the direct shapes' chunks win on registers.
+// The record slots a warp polls of its kRec per batch element (the W warps of a batch group take
+// every W-th): all of them up to kRec = 8 (W may be 1 there); half at kRec = 12, whose layers
+// have more than 256 records and so W ≥ 2 on GPUs of up to 256 SMs (pick_warp_rows checks).
+constexpr int warp_rows_own_slots(int records_per_lane) {
+  return records_per_lane <= 8 ? records_per_lane : (records_per_lane + 1) / 2;
+}
+// Its dynamic shared memory: each batch group's records of a step, by step parity,
+// [2][G][BB][kRec][32] float4 (48 KiB at kRec = 12, G = 4).
+constexpr std::size_t warp_rows_smem_bytes(const WarpRowsShape& s, int groups) {
+  return std::size_t{2} * static_cast<std::size_t>(groups) *
+         static_cast<std::size_t>(s.batch_per_warp * s.records_per_lane) * 32 * 16;
+}
+// The batches it takes (one chain per step, a warp per batch element): measured faster than the
+// FMA direct shapes there (bench/persistent/NOTES.md, "Rows per warp"). Beyond, the CTA's warps
+// outgrow the registers.
 inline constexpr int kWarpRowsMaxBatch = 4;
 
 struct Tiling {

@@ -12,16 +12,26 @@
 //           3 units [3k, 3k + 3): rows 3k.. of W_hh (forward) or of W_hhᵀ (backward), for the
 //           batch elements g + G·i, i < BB, of its batch group g = w / W. Lane l holds the
 //           columns of records l + 32·j, j < kRec: 9·kRec fp32 weights in registers.
-// Step:     each warp polls its records of the previous step (one 16-byte load each, the stale
-//           ones reloaded, all in flight), does its 9·kRec·BB FMAs, all-reduces its 3·BB sums
-//           across the warp by shuffles (every lane ends with the same sums, added in the same
-//           order: deterministic), and lane i finishes batch element g + G·i: its 3 units' cell
-//           math, every store of the step (kernel_common.cuh) and the record (tag epoch + s).
+// Step:     the W warps of a batch group need the same records: each polls a W-th of them
+//           (record slots j ≡ w (mod W); one 16-byte load each, the stale ones reloaded, all in
+//           flight) and leaves them in shared memory, a named barrier per group (W warps), then
+//           every warp reads all its records from there as its FMAs need them (so registers hold
+//           only the polled share). So a CTA reads each record from L2
+//           once: with every warp reading all of them, the L2 reads (W·B·K·16 bytes per SM and
+//           step) were the step's limit (NOTES.md, "Rows per warp": 2.1 → 1.0–1.7 µs/step at
+//           H = 1152). Then each warp does its 9·kRec·BB FMAs, all-reduces its 3·BB sums across
+//           the warp by shuffles (every lane ends with the same sums, added in the same order:
+//           deterministic), and lane i finishes batch element g + G·i: its 3 units' cell math,
+//           every store of the step (kernel_common.cuh) and the record (tag epoch + s).
+// On chip:  the weights in registers; shared memory [2 (step parity)][G][BB][kRec][32] records
+//           (warp_rows_smem_bytes in tiling.h).
 // Sync:     none besides the tagged records. Two buffers suffice: a warp publishes its record of
 //           step s for batch element b only after reading all of b's records of step s−1, whose
 //           producers published them only after reading all of b's records of step s−2.
-// Limits:   ceil(H/3) ≤ 32·kRec; B ≤ G·BB; every wait bounded by timeout_ns (then
-//           kStatusTimeout, every warp leaves). Included by rnn_kernels.cu only.
+// Limits:   ceil(H/3) ≤ 32·kRec; B ≤ G·BB; G ≤ 15 (named barriers 1..G); every wait bounded by
+//           timeout_ns (then kStatusTimeout: the warp still meets its group at the barrier,
+//           which ORs the warps' failures, and the whole group leaves). Included by
+//           rnn_kernels.cu only.
 #pragma once
 
 #include "persistent/kernel_common.cuh"
@@ -34,12 +44,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
   constexpr unsigned kAll = 0xFFFFFFFFu;
   __shared__ unsigned s_epoch;
   __shared__ int s_abort;
+  extern __shared__ float4 s_share[];  // [2][G][BB][kRec][32]
 
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int H = p.hidden, B = p.batch, K = (H + kR3 - 1) / kR3;
   const int W = p.warp_records, G = static_cast<int>(blockDim.x) / 32 / W;
   const int rec_k = static_cast<int>(blockIdx.x) * W + warp % W;  // the record this warp owns
-  const int row0 = rec_k * kR3, bg = warp / W;
+  const int row0 = rec_k * kR3, bg = warp / W, part = warp % W;
 
   // The weights: w[r][3j + c] is row row0 + r, column 3·(lane + 32j) + c of W_hh (forward) or
   // of W_hhᵀ (backward); zeros outside.
@@ -62,9 +73,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
   __syncthreads();
   const unsigned epoch = s_epoch;
 
-  // Lane i < BB finishes batch element f_b = bg + G·i of the warp's 3 units.
+  // Lane i < BB finishes batch element f_b = bg + G·i of the warp's 3 units. A warp whose record
+  // lies past the last one (in the last CTA) has no rows: it only polls its share of the records.
   const int f_b = bg + G * lane;
-  const bool finisher = lane < BB && f_b < B;
+  const bool finisher = rec_k < K && lane < BB && f_b < B;
   float bias[kR3] = {};
   if constexpr (kFwd) {
 #pragma unroll
@@ -74,9 +86,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
     }
   }
 
-  // A warp whose record lies past the last one (the last CTA's) has no rows: it only waits at
-  // the end.
-  for (int s = 0; s < p.steps && rec_k < K; ++s) {
+  for (int s = 0; s < p.steps; ++s) {
     const std::int64_t t = static_cast<std::int64_t>(p.t_first) + static_cast<std::int64_t>(s) * p.t_step;
     const std::int64_t t_prev = kFwd ? t - p.t_step : t + p.t_step;  // as rnn_kernels.cu
     const bool first_fwd = kFwd ? s == 0 : s == p.steps - 1;
@@ -111,70 +121,91 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
 #pragma unroll
     for (int i = 0; i < kR3 * BB; ++i) acc[i] = 0.0f;
     if (has_source) {
-      // rec[i][j]: record lane + 32j of batch element bg + G·i (tag `want`; at s = 0 the
-      // forward's h0, untagged; past the end zeros that count as ready).
-      float4 rec[BB][kRec];
+      // This warp's share of the step's records: slots j = part + W·m (m < kOwn) of each of its
+      // batch elements bg + G·i; slot j is record lane + 32j (tag `want`; at s = 0 the forward's
+      // h0, untagged; past the end zeros that count as ready). All of them go to shared memory,
+      // where every warp of the group reads the whole set.
+      constexpr int kOwn = warp_rows_own_slots(kRec);
+      float4 own[BB][kOwn];
 #pragma unroll
       for (int i = 0; i < BB; ++i)
 #pragma unroll
-        for (int j = 0; j < kRec; ++j) {
-          const int k = lane + 32 * j, b = bg + G * i;
-          rec[i][j] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
-          if (k >= K || b >= B) continue;
+        for (int m = 0; m < kOwn; ++m) {
+          const int j = part + W * m, k = lane + 32 * j, b = bg + G * i;
+          own[i][m] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
+          if (j >= kRec || k >= K || b >= B) continue;
           if (from_exchange) {
-            rec[i][j] = load_record(src + static_cast<std::int64_t>(b) * K + k);
+            own[i][m] = load_record(src + static_cast<std::int64_t>(b) * K + k);
           } else {
             const float* h = p.h0 + static_cast<std::int64_t>(b) * H + k * kR3;
             const int n = min(kR3, H - k * kR3);
-            rec[i][j].x = h[0];
-            if (n > 1) rec[i][j].y = h[1];
-            if (n > 2) rec[i][j].z = h[2];
+            own[i][m].x = h[0];
+            if (n > 1) own[i][m].y = h[1];
+            if (n > 2) own[i][m].z = h[2];
           }
         }
+      bool failed = false;
       if (from_exchange) {
         auto ready = [&] {
           bool r = true;
 #pragma unroll
           for (int i = 0; i < BB; ++i)
 #pragma unroll
-            for (int j = 0; j < kRec; ++j) r &= tagged(rec[i][j], want);
+            for (int m = 0; m < kOwn; ++m) r &= tagged(own[i][m], want);
           return __all_sync(kAll, r);
         };
         if (!ready()) {
           const std::uint64_t start = global_ns();
-          bool go = true;
-          for (unsigned spins = 1; go; ++spins) {
+          for (unsigned spins = 1;; ++spins) {
 #pragma unroll
             for (int i = 0; i < BB; ++i)
 #pragma unroll
-              for (int j = 0; j < kRec; ++j) {
-                const int k = lane + 32 * j;
-                if (!tagged(rec[i][j], want))
-                  rec[i][j] = load_record(src + static_cast<std::int64_t>(bg + G * i) * K + k);
+              for (int m = 0; m < kOwn; ++m) {
+                const int k = lane + 32 * (part + W * m);
+                if (!tagged(own[i][m], want))
+                  own[i][m] = load_record(src + static_cast<std::int64_t>(bg + G * i) * K + k);
               }
             if (ready()) break;
             if (spins % kSpinsPerCheck != 0) continue;
-            // One lane decides for the warp (keep_waiting reports a timeout once).
-            go = __shfl_sync(kAll, lane == 0 ? keep_waiting(start, p, &s_abort) : false, 0);
-          }
-          if (!go) {
-            if (lane == 0) *static_cast<volatile int*>(&s_abort) = 1;
-            break;
+            // One lane decides for the warp (keep_waiting reports a timeout once); a warp that
+            // gives up still meets its group at the barrier below.
+            if (!__shfl_sync(kAll, lane == 0 ? keep_waiting(start, p, &s_abort) : false, 0)) {
+              if (lane == 0) *static_cast<volatile int*>(&s_abort) = 1;
+              failed = true;
+              break;
+            }
           }
         }
       }
+      // The group's records through shared memory (each lane its own column of slots).
+      float4* share = s_share + (static_cast<std::int64_t>(s & 1) * G + bg) * BB * kRec * 32;
+#pragma unroll
+      for (int i = 0; i < BB; ++i)
+#pragma unroll
+        for (int m = 0; m < kOwn; ++m)
+          if (part + W * m < kRec) share[(i * kRec + part + W * m) * 32 + lane] = own[i][m];
+      // The barrier also ORs the warps' failures, so that the group leaves together.
+      unsigned any_failed;
+      asm volatile(
+          "{\n\t.reg .pred f, a;\n\tsetp.ne.u32 f, %1, 0;\n\t"
+          "bar.red.or.pred a, %2, %3, f;\n\tselp.u32 %0, 1, 0, a;\n\t}"
+          : "=r"(any_failed)
+          : "r"(static_cast<unsigned>(failed)), "r"(1 + bg), "r"(32 * W)
+          : "memory");
+      if (any_failed != 0) break;
       // Per sum, the terms in (record, column) order, then the butterfly: the same order in
       // every lane and every run.
 #pragma unroll
       for (int i = 0; i < BB; ++i)
 #pragma unroll
         for (int j = 0; j < kRec; ++j) {
-          const float hv[kR3] = {rec[i][j].x, rec[i][j].y, rec[i][j].z};
+          const float4 r = share[(i * kRec + j) * 32 + lane];
+          const float hv[kR3] = {r.x, r.y, r.z};
 #pragma unroll
           for (int c = 0; c < kR3; ++c)
 #pragma unroll
-            for (int r = 0; r < kR3; ++r)
-              acc[r * BB + i] = fmaf(w[r][kR3 * j + c], hv[c], acc[r * BB + i]);
+            for (int q = 0; q < kR3; ++q)
+              acc[q * BB + i] = fmaf(w[q][kR3 * j + c], hv[c], acc[q * BB + i]);
         }
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1)
@@ -202,7 +233,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
           v[c] = live ? o.dq[0] : 0.0f;
         }
       }
-      if (s + 1 < p.steps)
+      if (s + 1 < p.steps && rec_k < K)
         store_record(dst + static_cast<std::int64_t>(f_b) * K + rec_k,
                      make_float4(v[0], v[1], v[2], __uint_as_float(mine)));
     }
