@@ -209,18 +209,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
   bool aborted = false;
   int parity = 0;
   for (int s = 0; s < p.steps && !aborted; ++s) {
-    const std::int64_t t = static_cast<std::int64_t>(p.t_first) + static_cast<std::int64_t>(s) * p.t_step;
-    // The time of the step before this one in the forward order (forward: t - t_step; the
-    // backward runs the forward order reversed: t + t_step), and whether there is none.
-    const std::int64_t t_prev = kFwd ? t - p.t_step : t + p.t_step;
-    const bool first_fwd = kFwd ? s == 0 : s == p.steps - 1;
     stall_if_asked(p, s);
-    const bool from_exchange = s > 0;
-    const bool has_source = from_exchange || (kFwd && p.h0 != nullptr);
-    const float4* src = p.exchange + static_cast<std::int64_t>((s - 1) & 1) * B * K;
-    float4* dst = p.exchange + static_cast<std::int64_t>(s & 1) * B * K;
-    const unsigned want = epoch + static_cast<unsigned>(s) - 1u;
-    const unsigned mine = epoch + static_cast<unsigned>(s);
+    const StepFrame step = step_frame<kFwd>(p, s, epoch, K);
 
     for (int b0 = 0; b0 < B; b0 += BC) {
       // The finisher's per-step inputs, loaded before the wait so their latency hides in it:
@@ -229,7 +219,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
       const int f_b = b0 + f_bb;
       const bool f_live = finisher && f_b < B;
       // Padding: an identity step for this batch row (rnn_kernels.h).
-      const bool f_pad = f_live && kLengths && t >= p.lengths[f_b];
+      const bool f_pad = f_live && kLengths && step.t >= p.lengths[f_b];
       float u[kFwd ? NG : 1][kR3] = {}, st[kR3] = {};
       BackwardUnitIn<NG> bin[kFwd ? 1 : kR3];
       if (f_live) {
@@ -239,11 +229,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
           if (row >= H) continue;
           if constexpr (kFwd) {
             float uc[NG];
-            load_forward_unit<NG>(p, t, t_prev, first_fwd, f_b, row, uc, st[c]);
+            load_forward_unit<NG>(p, step.t, step.t_prev, step.first_fwd, f_b, row, uc, st[c]);
 #pragma unroll
             for (int q = 0; q < NG; ++q) u[q][c] = uc[q];
           } else {
-            bin[c] = load_backward_unit<NG, kLengths>(p, s, t, t_prev, first_fwd, f_b, row);
+            bin[c] = load_backward_unit<NG, kLengths>(p, s, step.t, step.t_prev, step.first_fwd,
+                                                      f_b, row);
           }
         }
       }
@@ -251,22 +242,18 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
       float acc[kNP];
 #pragma unroll
       for (int i = 0; i < kNP; ++i) acc[i] = 0.0f;
-      if (has_source) {
+      if (step.has_source) {
         // The record of column group k, batch element b0 + bb (tag `want`, or h0 at s = 0).
         auto fetch = [&](int k, int bb, float4& r) -> const float4* {
           const int b = b0 + bb;
-          r = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
+          r = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(step.want));
           if (k >= K || b >= B) return nullptr;
-          if (from_exchange) {
-            const float4* at = src + static_cast<std::int64_t>(b) * K + k;
+          if (step.from_exchange) {
+            const float4* at = step.src + static_cast<std::int64_t>(b) * K + k;
             r = load_record(at);
             return at;
           }
-          const float* h = p.h0 + static_cast<std::int64_t>(b) * H + k * kR3;  // forward, s = 0
-          const int n = min(kR3, H - k * kR3);
-          r.x = h[0];
-          if (n > 1) r.y = h[1];
-          if (n > 2) r.z = h[2];
+          r = h0_record(p, b, k, step.want);  // forward, s = 0
           return nullptr;
         };
         if constexpr (!kStaged) {
@@ -277,12 +264,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
           for (int g = 0; g < kGroups; ++g)
 #pragma unroll
             for (int bb = 0; bb < BC; ++bb) fetch(ct + g * TC, bb, rec[g][bb]);
-          if (from_exchange) {
+          if (step.from_exchange) {
             bool ready = true;
 #pragma unroll
             for (int g = 0; g < kGroups; ++g)
 #pragma unroll
-              for (int bb = 0; bb < BC; ++bb) ready &= tagged(rec[g][bb], want);
+              for (int bb = 0; bb < BC; ++bb) ready &= tagged(rec[g][bb], step.want);
             if (!ready) {
               const std::uint64_t start = global_ns();
               for (unsigned spins = 1; !ready; ++spins) {
@@ -291,14 +278,15 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
                   const int k = ct + g * TC;
 #pragma unroll
                   for (int bb = 0; bb < BC; ++bb)
-                    if (!tagged(rec[g][bb], want))
-                      rec[g][bb] = load_record(src + static_cast<std::int64_t>(b0 + bb) * K + k);
+                    if (!tagged(rec[g][bb], step.want))
+                      rec[g][bb] =
+                          load_record(step.src + static_cast<std::int64_t>(b0 + bb) * K + k);
                 }
                 ready = true;
 #pragma unroll
                 for (int g = 0; g < kGroups; ++g)
 #pragma unroll
-                  for (int bb = 0; bb < BC; ++bb) ready &= tagged(rec[g][bb], want);
+                  for (int bb = 0; bb < BC; ++bb) ready &= tagged(rec[g][bb], step.want);
                 if (ready || spins % kSpinsPerCheck != 0) continue;
                 if (!keep_waiting(start, p, &s_abort)) {
                   s_abort = 1;
@@ -336,7 +324,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
               rec[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
               if (i < n) at[u] = fetch(i % K, i / K, rec[u]);
             }
-            if (!wait_records(rec, at, want, p, &s_abort)) {
+            if (!wait_records(rec, at, step.want, p, &s_abort)) {
               s_abort = 1;
               break;
             }
@@ -380,7 +368,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
         // The units' matrix-vector sums (forward: one per gate row): warps added in a fixed
         // order, the independent chains interleaved.
         float mv[kNF][kR3] = {};
-        if (has_source) {
+        if (step.has_source) {
           // Staged forward: gate q's sums are in its row group's warps, at the unit's row.
           const int group_warps = nwarps / kRG;
 #pragma unroll
@@ -411,13 +399,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
                 uc[q] = u[q][c];
                 mvc[q] = mv[q][c];
               }
-              h = finish_forward_unit<NG>(p, s, t, t_prev, first_fwd, f_b, row, uc, st[c], mvc,
-                                          bias[c], f_pad);
+              h = finish_forward_unit<NG>(p, s, step.t, step.t_prev, step.first_fwd, f_b, row, uc,
+                                          st[c], mvc, bias[c], f_pad);
             }
             v[c] = live ? h : 0.0f;
           } else {
             const BackwardUnitOut<NG> o = compute_backward_unit<NG>(p, bin[c], mv[0][c], f_pad);
-            if (live) store_backward_unit<NG, kLengths>(p, t, f_b, row, o);
+            if (live) store_backward_unit<NG, kLengths>(p, step.t, f_b, row, o);
 #pragma unroll
             for (int q = 0; q < kOutRecords; ++q) v[c * kOutRecords + q] = live ? o.dq[q] : 0.0f;
           }
@@ -427,9 +415,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
           for (int i = 0; i < kOutRecords; ++i) {
             const int k = f_k * kOutRecords + i;  // the last CTA's units may run past the last record
             if (k < K)
-              store_record(dst + static_cast<std::int64_t>(f_b) * K + k,
+              store_record(step.dst + static_cast<std::int64_t>(f_b) * K + k,
                            make_float4(v[kR3 * i], v[kR3 * i + 1], v[kR3 * i + 2],
-                                       __uint_as_float(mine)));
+                                       __uint_as_float(step.mine)));
           }
         }
       }
@@ -449,46 +437,53 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
 // (H=1152 B=4: 3.30 vs 3.03 µs), so the kernels without them carry none.
 using KernelFn = void (*)(Params);
 
+// Each family's kernel for its shape I, with sequence lengths L, for pass P.
 template <int I, bool L, Pass P>
-constexpr KernelFn kernel_of() {
-  constexpr KernelShape s = kShapes[I];
-  return &persistent_rnn_kernel<s.gates, s.rows, s.groups, s.batch_chunk, s.max_threads,
-                                s.storage, s.staged, L, P>;
-}
+struct FmaKernel {
+  static constexpr KernelFn get() {
+    constexpr KernelShape s = kShapes[I];
+    return &persistent_rnn_kernel<s.gates, s.rows, s.groups, s.batch_chunk, s.max_threads,
+                                  s.storage, s.staged, L, P>;
+  }
+};
 
-template <bool L, Pass P, std::size_t... I>
-KernelFn pick(int shape, std::index_sequence<I...>) {
-  constexpr KernelFn fns[] = {kernel_of<static_cast<int>(I), L, P>()...};
+template <int I, bool L, Pass P>
+struct TensorCoreKernel {
+  static constexpr KernelFn get() {
+    constexpr TensorCoreShape s = kTensorCoreShapes[I];
+    if constexpr (P == Pass::Forward)
+      return &tensor_core_forward_kernel<s.gates, s.rows, s.k_tiles, s.smem_tiles, s.n_tiles,
+                                        s.storage, L>;
+    else
+      return &tensor_core_backward_kernel<s.gates, s.rows, s.k_tiles, s.smem_tiles, s.n_tiles,
+                                         s.storage, L>;
+  }
+};
+
+template <int I, bool L, Pass P>
+struct WarpRowsKernel {
+  static constexpr KernelFn get() {
+    constexpr WarpRowsShape s = kWarpRowsShapes[I];
+    return &warp_rows_kernel<s.records_per_lane, s.batch_per_warp, s.max_threads, L, P>;
+  }
+};
+
+// Family Of's kernel for shape `shape` (of N), with or without lengths, for `pass`: one table
+// per (lengths, pass) over the family's shapes.
+template <template <int, bool, Pass> class Of, bool L, Pass P, std::size_t... I>
+KernelFn pick_in(int shape, std::index_sequence<I...>) {
+  constexpr KernelFn fns[] = {Of<static_cast<int>(I), L, P>::get()...};
   return fns[shape];
 }
 
-template <int I, bool L, Pass P>
-constexpr KernelFn tensor_core_kernel_of() {
-  constexpr TensorCoreShape s = kTensorCoreShapes[I];
-  if constexpr (P == Pass::Forward)
-    return &tensor_core_forward_kernel<s.gates, s.rows, s.k_tiles, s.smem_tiles, s.n_tiles,
-                                      s.storage, L>;
-  else
-    return &tensor_core_backward_kernel<s.gates, s.rows, s.k_tiles, s.smem_tiles, s.n_tiles,
-                                       s.storage, L>;
-}
-
-template <bool L, Pass P, std::size_t... I>
-KernelFn pick_tensor_core(int shape, std::index_sequence<I...>) {
-  constexpr KernelFn fns[] = {tensor_core_kernel_of<static_cast<int>(I), L, P>()...};
-  return fns[shape];
-}
-
-template <int I, bool L, Pass P>
-constexpr KernelFn warp_rows_kernel_of() {
-  constexpr WarpRowsShape s = kWarpRowsShapes[I];
-  return &warp_rows_kernel<s.records_per_lane, s.batch_per_warp, s.max_threads, L, P>;
-}
-
-template <bool L, Pass P, std::size_t... I>
-KernelFn pick_warp_rows(int shape, std::index_sequence<I...>) {
-  constexpr KernelFn fns[] = {warp_rows_kernel_of<static_cast<int>(I), L, P>()...};
-  return fns[shape];
+template <template <int, bool, Pass> class Of, int N>
+KernelFn pick(int shape, bool lengths, Pass pass) {
+  const auto seq = std::make_index_sequence<N>{};
+  if (lengths)
+    return pass == Pass::Forward ? pick_in<Of, true, Pass::Forward>(shape, seq)
+                                 : pick_in<Of, true, Pass::BackwardData>(shape, seq);
+  return pass == Pass::Forward ? pick_in<Of, false, Pass::Forward>(shape, seq)
+                               : pick_in<Of, false, Pass::BackwardData>(shape, seq);
 }
 
 struct LaunchShape {
@@ -502,15 +497,8 @@ LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths) {
     if (tiling.warp_rows >= kWarpRowsShapeCount)
       throw InternalError("persistent kernel: no warp-rows shape " +
                           std::to_string(tiling.warp_rows));
-    const auto seq = std::make_index_sequence<kWarpRowsShapeCount>{};
-    KernelFn fn = nullptr;
-    if (lengths)
-      fn = pass == Pass::Forward ? pick_warp_rows<true, Pass::Forward>(tiling.warp_rows, seq)
-                                 : pick_warp_rows<true, Pass::BackwardData>(tiling.warp_rows, seq);
-    else
-      fn = pass == Pass::Forward ? pick_warp_rows<false, Pass::Forward>(tiling.warp_rows, seq)
-                                 : pick_warp_rows<false, Pass::BackwardData>(tiling.warp_rows, seq);
-    return {fn, tiling.warp_rows_ctas, tiling.warp_rows_threads,
+    return {pick<WarpRowsKernel, kWarpRowsShapeCount>(tiling.warp_rows, lengths, pass),
+            tiling.warp_rows_ctas, tiling.warp_rows_threads,
             warp_rows_smem_bytes(kWarpRowsShapes[tiling.warp_rows], tiling.warp_rows_groups)};
   }
   if (tiling.tensor_core >= 0 && (pass == Pass::Forward || tiling.tensor_core_backward)) {
@@ -518,26 +506,15 @@ LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths) {
       throw InternalError("persistent kernel: no tensor-core shape " +
                           std::to_string(tiling.tensor_core));
     const TensorCoreShape& s = kTensorCoreShapes[tiling.tensor_core];
-    const auto seq = std::make_index_sequence<kTensorCoreShapeCount>{};
-    if (pass == Pass::BackwardData)
-      return {lengths ? pick_tensor_core<true, Pass::BackwardData>(tiling.tensor_core, seq)
-                      : pick_tensor_core<false, Pass::BackwardData>(tiling.tensor_core, seq),
-              tiling.tensor_core_ctas, kTensorCoreThreads, tensor_core_backward_smem_bytes(s)};
-    return {lengths ? pick_tensor_core<true, Pass::Forward>(tiling.tensor_core, seq)
-                    : pick_tensor_core<false, Pass::Forward>(tiling.tensor_core, seq),
-            tiling.tensor_core_ctas, kTensorCoreThreads, tiling.tensor_core_smem_bytes};
+    return {pick<TensorCoreKernel, kTensorCoreShapeCount>(tiling.tensor_core, lengths, pass),
+            tiling.tensor_core_ctas, kTensorCoreThreads,
+            pass == Pass::Forward ? tiling.tensor_core_smem_bytes
+                                  : tensor_core_backward_smem_bytes(s)};
   }
   if (tiling.shape < 0 || tiling.shape >= kShapeCount)
     throw InternalError("persistent kernel: no kernel shape (" + tiling.reason + ")");
-  const auto seq = std::make_index_sequence<kShapeCount>{};
-  KernelFn fn = nullptr;
-  if (lengths)
-    fn = pass == Pass::Forward ? pick<true, Pass::Forward>(tiling.shape, seq)
-                               : pick<true, Pass::BackwardData>(tiling.shape, seq);
-  else
-    fn = pass == Pass::Forward ? pick<false, Pass::Forward>(tiling.shape, seq)
-                               : pick<false, Pass::BackwardData>(tiling.shape, seq);
-  return {fn, tiling.ctas, tiling.threads, tiling.smem_bytes};
+  return {pick<FmaKernel, kShapeCount>(tiling.shape, lengths, pass), tiling.ctas, tiling.threads,
+          tiling.smem_bytes};
 }
 
 }  // namespace
