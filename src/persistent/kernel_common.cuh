@@ -114,47 +114,6 @@ __device__ __forceinline__ void stall_if_asked(const Params& p, int s) {
   }
 }
 
-// Where step s of a launch stands (the FMA and warp-rows kernels): its time t = t_first +
-// s·t_step; the time of the step before it in the forward order (forward: t − t_step; the
-// backward runs the forward order reversed: t + t_step); whether t is the forward's first step;
-// where the step's input vector comes from (the records of step s − 1, or at s = 0 the forward's
-// h0, or nothing); the two record buffers [B, K] by step parity and the two tags.
-struct StepFrame {
-  std::int64_t t, t_prev;
-  bool first_fwd, from_exchange, has_source;
-  const float4* src;  // step s − 1's records (tag want)
-  float4* dst;        // this step's (tag mine)
-  unsigned want, mine;
-};
-
-template <bool kFwd>
-__device__ __forceinline__ StepFrame step_frame(const Params& p, int s, unsigned epoch, int K) {
-  StepFrame f;
-  f.t = static_cast<std::int64_t>(p.t_first) + static_cast<std::int64_t>(s) * p.t_step;
-  f.t_prev = kFwd ? f.t - p.t_step : f.t + p.t_step;
-  f.first_fwd = kFwd ? s == 0 : s == p.steps - 1;
-  f.from_exchange = s > 0;
-  f.has_source = f.from_exchange || (kFwd && p.h0 != nullptr);
-  const std::int64_t records = static_cast<std::int64_t>(p.batch) * K;
-  f.src = p.exchange + static_cast<std::int64_t>((s - 1) & 1) * records;
-  f.dst = p.exchange + static_cast<std::int64_t>(s & 1) * records;
-  f.want = epoch + static_cast<unsigned>(s) - 1u;
-  f.mine = epoch + static_cast<unsigned>(s);
-  return f;
-}
-
-// Record k of batch element b of h0 (the forward's input vector at s = 0) with tag `tag`: its 3
-// units, zeros past H.
-__device__ __forceinline__ float4 h0_record(const Params& p, int b, int k, unsigned tag) {
-  float4 r = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(tag));
-  const float* h = p.h0 + static_cast<std::int64_t>(b) * p.hidden + k * kR3;
-  const int n = min(kR3, p.hidden - k * kR3);
-  r.x = h[0];
-  if (n > 1) r.y = h[1];
-  if (n > 2) r.z = h[2];
-  return r;
-}
-
 // At the start of a launch, thread 0: this launch's epoch (set by the last one) into s_epoch, and
 // no abort yet. The caller synchronizes the CTA before reading them.
 __device__ __forceinline__ void begin_launch(const Params& p, unsigned* s_epoch, int* s_abort) {

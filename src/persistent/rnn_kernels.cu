@@ -209,8 +209,18 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
   bool aborted = false;
   int parity = 0;
   for (int s = 0; s < p.steps && !aborted; ++s) {
+    const std::int64_t t = static_cast<std::int64_t>(p.t_first) + static_cast<std::int64_t>(s) * p.t_step;
+    // The time of the step before this one in the forward order (forward: t - t_step; the
+    // backward runs the forward order reversed: t + t_step), and whether there is none.
+    const std::int64_t t_prev = kFwd ? t - p.t_step : t + p.t_step;
+    const bool first_fwd = kFwd ? s == 0 : s == p.steps - 1;
     stall_if_asked(p, s);
-    const StepFrame step = step_frame<kFwd>(p, s, epoch, K);
+    const bool from_exchange = s > 0;
+    const bool has_source = from_exchange || (kFwd && p.h0 != nullptr);
+    const float4* src = p.exchange + static_cast<std::int64_t>((s - 1) & 1) * B * K;
+    float4* dst = p.exchange + static_cast<std::int64_t>(s & 1) * B * K;
+    const unsigned want = epoch + static_cast<unsigned>(s) - 1u;
+    const unsigned mine = epoch + static_cast<unsigned>(s);
 
     for (int b0 = 0; b0 < B; b0 += BC) {
       // The finisher's per-step inputs, loaded before the wait so their latency hides in it:
@@ -219,7 +229,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
       const int f_b = b0 + f_bb;
       const bool f_live = finisher && f_b < B;
       // Padding: an identity step for this batch row (rnn_kernels.h).
-      const bool f_pad = f_live && kLengths && step.t >= p.lengths[f_b];
+      const bool f_pad = f_live && kLengths && t >= p.lengths[f_b];
       float u[kFwd ? NG : 1][kR3] = {}, st[kR3] = {};
       BackwardUnitIn<NG> bin[kFwd ? 1 : kR3];
       if (f_live) {
@@ -229,12 +239,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
           if (row >= H) continue;
           if constexpr (kFwd) {
             float uc[NG];
-            load_forward_unit<NG>(p, step.t, step.t_prev, step.first_fwd, f_b, row, uc, st[c]);
+            load_forward_unit<NG>(p, t, t_prev, first_fwd, f_b, row, uc, st[c]);
 #pragma unroll
             for (int q = 0; q < NG; ++q) u[q][c] = uc[q];
           } else {
-            bin[c] = load_backward_unit<NG, kLengths>(p, s, step.t, step.t_prev, step.first_fwd,
-                                                      f_b, row);
+            bin[c] = load_backward_unit<NG, kLengths>(p, s, t, t_prev, first_fwd, f_b, row);
           }
         }
       }
@@ -242,18 +251,22 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
       float acc[kNP];
 #pragma unroll
       for (int i = 0; i < kNP; ++i) acc[i] = 0.0f;
-      if (step.has_source) {
+      if (has_source) {
         // The record of column group k, batch element b0 + bb (tag `want`, or h0 at s = 0).
         auto fetch = [&](int k, int bb, float4& r) -> const float4* {
           const int b = b0 + bb;
-          r = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(step.want));
+          r = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
           if (k >= K || b >= B) return nullptr;
-          if (step.from_exchange) {
-            const float4* at = step.src + static_cast<std::int64_t>(b) * K + k;
+          if (from_exchange) {
+            const float4* at = src + static_cast<std::int64_t>(b) * K + k;
             r = load_record(at);
             return at;
           }
-          r = h0_record(p, b, k, step.want);  // forward, s = 0
+          const float* h = p.h0 + static_cast<std::int64_t>(b) * H + k * kR3;  // forward, s = 0
+          const int n = min(kR3, H - k * kR3);
+          r.x = h[0];
+          if (n > 1) r.y = h[1];
+          if (n > 2) r.z = h[2];
           return nullptr;
         };
         if constexpr (!kStaged) {
@@ -264,12 +277,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
           for (int g = 0; g < kGroups; ++g)
 #pragma unroll
             for (int bb = 0; bb < BC; ++bb) fetch(ct + g * TC, bb, rec[g][bb]);
-          if (step.from_exchange) {
+          if (from_exchange) {
             bool ready = true;
 #pragma unroll
             for (int g = 0; g < kGroups; ++g)
 #pragma unroll
-              for (int bb = 0; bb < BC; ++bb) ready &= tagged(rec[g][bb], step.want);
+              for (int bb = 0; bb < BC; ++bb) ready &= tagged(rec[g][bb], want);
             if (!ready) {
               const std::uint64_t start = global_ns();
               for (unsigned spins = 1; !ready; ++spins) {
@@ -278,15 +291,14 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
                   const int k = ct + g * TC;
 #pragma unroll
                   for (int bb = 0; bb < BC; ++bb)
-                    if (!tagged(rec[g][bb], step.want))
-                      rec[g][bb] =
-                          load_record(step.src + static_cast<std::int64_t>(b0 + bb) * K + k);
+                    if (!tagged(rec[g][bb], want))
+                      rec[g][bb] = load_record(src + static_cast<std::int64_t>(b0 + bb) * K + k);
                 }
                 ready = true;
 #pragma unroll
                 for (int g = 0; g < kGroups; ++g)
 #pragma unroll
-                  for (int bb = 0; bb < BC; ++bb) ready &= tagged(rec[g][bb], step.want);
+                  for (int bb = 0; bb < BC; ++bb) ready &= tagged(rec[g][bb], want);
                 if (ready || spins % kSpinsPerCheck != 0) continue;
                 if (!keep_waiting(start, p, &s_abort)) {
                   s_abort = 1;
@@ -324,7 +336,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
               rec[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
               if (i < n) at[u] = fetch(i % K, i / K, rec[u]);
             }
-            if (!wait_records(rec, at, step.want, p, &s_abort)) {
+            if (!wait_records(rec, at, want, p, &s_abort)) {
               s_abort = 1;
               break;
             }
@@ -368,7 +380,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
         // The units' matrix-vector sums (forward: one per gate row): warps added in a fixed
         // order, the independent chains interleaved.
         float mv[kNF][kR3] = {};
-        if (step.has_source) {
+        if (has_source) {
           // Staged forward: gate q's sums are in its row group's warps, at the unit's row.
           const int group_warps = nwarps / kRG;
 #pragma unroll
@@ -399,13 +411,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
                 uc[q] = u[q][c];
                 mvc[q] = mv[q][c];
               }
-              h = finish_forward_unit<NG>(p, s, step.t, step.t_prev, step.first_fwd, f_b, row, uc,
-                                          st[c], mvc, bias[c], f_pad);
+              h = finish_forward_unit<NG>(p, s, t, t_prev, first_fwd, f_b, row, uc, st[c], mvc,
+                                          bias[c], f_pad);
             }
             v[c] = live ? h : 0.0f;
           } else {
             const BackwardUnitOut<NG> o = compute_backward_unit<NG>(p, bin[c], mv[0][c], f_pad);
-            if (live) store_backward_unit<NG, kLengths>(p, step.t, f_b, row, o);
+            if (live) store_backward_unit<NG, kLengths>(p, t, f_b, row, o);
 #pragma unroll
             for (int q = 0; q < kOutRecords; ++q) v[c * kOutRecords + q] = live ? o.dq[q] : 0.0f;
           }
@@ -415,9 +427,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
           for (int i = 0; i < kOutRecords; ++i) {
             const int k = f_k * kOutRecords + i;  // the last CTA's units may run past the last record
             if (k < K)
-              store_record(step.dst + static_cast<std::int64_t>(f_b) * K + k,
+              store_record(dst + static_cast<std::int64_t>(f_b) * K + k,
                            make_float4(v[kR3 * i], v[kR3 * i + 1], v[kR3 * i + 2],
-                                       __uint_as_float(step.mine)));
+                                       __uint_as_float(mine)));
           }
         }
       }

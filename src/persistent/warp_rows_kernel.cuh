@@ -87,11 +87,19 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
   }
 
   for (int s = 0; s < p.steps; ++s) {
+    const std::int64_t t = static_cast<std::int64_t>(p.t_first) + static_cast<std::int64_t>(s) * p.t_step;
+    const std::int64_t t_prev = kFwd ? t - p.t_step : t + p.t_step;  // as rnn_kernels.cu
+    const bool first_fwd = kFwd ? s == 0 : s == p.steps - 1;
     stall_if_asked(p, s);
-    const StepFrame step = step_frame<kFwd>(p, s, epoch, K);
+    const bool from_exchange = s > 0;
+    const bool has_source = from_exchange || (kFwd && p.h0 != nullptr);
+    const float4* src = p.exchange + static_cast<std::int64_t>((s - 1) & 1) * B * K;
+    float4* dst = p.exchange + static_cast<std::int64_t>(s & 1) * B * K;
+    const unsigned want = epoch + static_cast<unsigned>(s) - 1u;
+    const unsigned mine = epoch + static_cast<unsigned>(s);
 
     // The finisher's inputs, loaded before the wait so that their latency hides in it.
-    const bool f_pad = finisher && kLengths && step.t >= p.lengths[f_b];
+    const bool f_pad = finisher && kLengths && t >= p.lengths[f_b];
     float u[kR3] = {};
     BackwardUnitIn<1> bin[kFwd ? 1 : kR3];
     if (finisher) {
@@ -101,11 +109,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
         if (row >= H) continue;
         if constexpr (kFwd) {
           float uc[1], st = 0.0f;
-          load_forward_unit<1>(p, step.t, step.t_prev, step.first_fwd, f_b, row, uc, st);
+          load_forward_unit<1>(p, t, t_prev, first_fwd, f_b, row, uc, st);
           u[c] = uc[0];
         } else {
-          bin[c] =
-              load_backward_unit<1, kLengths>(p, s, step.t, step.t_prev, step.first_fwd, f_b, row);
+          bin[c] = load_backward_unit<1, kLengths>(p, s, t, t_prev, first_fwd, f_b, row);
         }
       }
     }
@@ -113,7 +120,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
     float acc[kR3 * BB];
 #pragma unroll
     for (int i = 0; i < kR3 * BB; ++i) acc[i] = 0.0f;
-    if (step.has_source) {
+    if (has_source) {
       // This warp's share of the step's records: slots j = part + W·m (m < kOwn) of each of its
       // batch elements bg + G·i; slot j is record lane + 32j (tag `want`; at s = 0 the forward's
       // h0, untagged; past the end zeros that count as ready). All of them go to shared memory,
@@ -125,20 +132,26 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
 #pragma unroll
         for (int m = 0; m < kOwn; ++m) {
           const int j = part + W * m, k = lane + 32 * j, b = bg + G * i;
-          own[i][m] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(step.want));
+          own[i][m] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
           if (j >= kRec || k >= K || b >= B) continue;
-          own[i][m] = step.from_exchange
-                          ? load_record(step.src + static_cast<std::int64_t>(b) * K + k)
-                          : h0_record(p, b, k, step.want);
+          if (from_exchange) {
+            own[i][m] = load_record(src + static_cast<std::int64_t>(b) * K + k);
+          } else {
+            const float* h = p.h0 + static_cast<std::int64_t>(b) * H + k * kR3;
+            const int n = min(kR3, H - k * kR3);
+            own[i][m].x = h[0];
+            if (n > 1) own[i][m].y = h[1];
+            if (n > 2) own[i][m].z = h[2];
+          }
         }
       bool failed = false;
-      if (step.from_exchange) {
+      if (from_exchange) {
         auto ready = [&] {
           bool r = true;
 #pragma unroll
           for (int i = 0; i < BB; ++i)
 #pragma unroll
-            for (int m = 0; m < kOwn; ++m) r &= tagged(own[i][m], step.want);
+            for (int m = 0; m < kOwn; ++m) r &= tagged(own[i][m], want);
           return __all_sync(kAll, r);
         };
         if (!ready()) {
@@ -149,8 +162,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
 #pragma unroll
               for (int m = 0; m < kOwn; ++m) {
                 const int k = lane + 32 * (part + W * m);
-                if (!tagged(own[i][m], step.want))
-                  own[i][m] = load_record(step.src + static_cast<std::int64_t>(bg + G * i) * K + k);
+                if (!tagged(own[i][m], want))
+                  own[i][m] = load_record(src + static_cast<std::int64_t>(bg + G * i) * K + k);
               }
             if (ready()) break;
             if (spins % kSpinsPerCheck != 0) continue;
@@ -211,18 +224,18 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
         const bool live = row < H;
         if constexpr (kFwd) {
           const float uc[1] = {u[c]}, mv[1] = {acc[c * BB + i]};
-          v[c] = live ? finish_forward_unit<1>(p, s, step.t, step.t_prev, step.first_fwd, f_b,
-                                               row, uc, 0.0f, mv, bias[c], f_pad)
+          v[c] = live ? finish_forward_unit<1>(p, s, t, t_prev, first_fwd, f_b, row, uc, 0.0f, mv,
+                                               bias[c], f_pad)
                       : 0.0f;
         } else {
           const BackwardUnitOut<1> o = compute_backward_unit<1>(p, bin[c], acc[c * BB + i], f_pad);
-          if (live) store_backward_unit<1, kLengths>(p, step.t, f_b, row, o);
+          if (live) store_backward_unit<1, kLengths>(p, t, f_b, row, o);
           v[c] = live ? o.dq[0] : 0.0f;
         }
       }
       if (s + 1 < p.steps && rec_k < K)
-        store_record(step.dst + static_cast<std::int64_t>(f_b) * K + rec_k,
-                     make_float4(v[0], v[1], v[2], __uint_as_float(step.mine)));
+        store_record(dst + static_cast<std::int64_t>(f_b) * K + rec_k,
+                     make_float4(v[0], v[1], v[2], __uint_as_float(mine)));
     }
   }
 
