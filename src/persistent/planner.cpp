@@ -73,11 +73,13 @@ void pick_tensor_core(Tiling& t, std::int64_t hidden, std::int64_t batch, int sm
 }
 
 // The warp-rows kernel for vanilla layers at small batches (tiling.h), when a shape holds the
-// layer: a warp per batch element and record, the fewest records per lane that cover the
-// records, then the smallest launch bound that takes the CTA's warps.
+// layer: one batch element per warp while the batch groups fit (B ≤ kWarpRowsMaxGroups), else
+// two; W = the fewest record warps per CTA that fit the SMs; then the fewest records per lane
+// that cover the records, then the smallest launch bound that takes the CTA's warps.
 void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_count) {
   if (batch > kWarpRowsMaxBatch) return;
-  const std::int64_t groups = batch;
+  const std::int64_t per_warp = batch <= kWarpRowsMaxGroups ? 1 : 2;
+  const std::int64_t groups = (batch + per_warp - 1) / per_warp;
   const std::int64_t w = (records + sm_count - 1) / sm_count;  // record warps per batch group
   auto better = [](const WarpRowsShape& s, const WarpRowsShape& b) {
     if (s.records_per_lane != b.records_per_lane) return s.records_per_lane < b.records_per_lane;
@@ -85,9 +87,9 @@ void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_
   };
   for (int i = 0; i < kWarpRowsShapeCount; ++i) {
     const WarpRowsShape& s = kWarpRowsShapes[i];
-    if (s.batch_per_warp != 1 || std::int64_t{32} * s.records_per_lane < records) continue;
+    if (s.batch_per_warp != per_warp || std::int64_t{32} * s.records_per_lane < records) continue;
     if (32 * w * groups > s.max_threads) continue;
-    if ((s.records_per_lane + w - 1) / w > warp_rows_own_slots(s.records_per_lane)) continue;
+    if ((s.records_per_lane + w - 1) / w > s.own_slots) continue;
     if (t.warp_rows < 0 || better(s, kWarpRowsShapes[t.warp_rows])) t.warp_rows = i;
   }
   if (t.warp_rows < 0) return;

@@ -476,7 +476,8 @@ template <int I, bool L, Pass P>
 struct WarpRowsKernel {
   static constexpr KernelFn get() {
     constexpr WarpRowsShape s = kWarpRowsShapes[I];
-    return &warp_rows_kernel<s.records_per_lane, s.batch_per_warp, s.max_threads, L, P>;
+    return &warp_rows_kernel<s.records_per_lane, s.batch_per_warp, s.max_threads, s.own_slots, L,
+                             P>;
   }
 };
 

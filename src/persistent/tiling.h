@@ -190,35 +190,34 @@ inline constexpr int kTensorCoreShapeCount =
 // holds W record warps for each of G batch groups (both chosen at run time); one per SM. The
 // launch bound sets the registers a thread may use (65536 / max threads, at most 255): the
 // smallest bound that takes the CTA, so that a CTA of few warps does not spill (at H = 1152,
-// kRec = 12, a bound of 384 spilled 80–136 bytes at B = 1; BB = 2 spilled at 255 registers
-// and ran B = 2 at 4.8 µs/step, against 2.4 for two warps of one).
+// kRec = 12, a bound of 384 spilled 80–136 bytes at B = 1 before the records were shared).
+// Each warp polls own_slots record slots of its kRec per batch element (the W warps of a batch
+// group take every W-th), so a shape serves W ≥ ceil(kRec / own_slots) only; fewer slots, fewer
+// registers: BB = 2 at kRec = 12 fits the 168 registers of 384 threads with 4 (W ≥ 3).
 struct WarpRowsShape {
   int records_per_lane = 0;  // kRec: H ≤ 96·kRec
   int batch_per_warp = 1;    // BB
   int max_threads = 0;       // launch bound: 384 threads get 168 registers, 256 and 128 get 255
+  int own_slots = 0;         // record slots a warp polls per batch element
 };
 inline constexpr WarpRowsShape kWarpRowsShapes[] = {
-    {4, 1, 128}, {8, 1, 128}, {12, 1, 128}, {4, 1, 256}, {8, 1, 256},
-    {12, 1, 256}, {4, 1, 384}, {8, 1, 384}, {12, 1, 384},
+    {4, 1, 128, 4},  {8, 1, 128, 8},  {12, 1, 128, 6}, {4, 1, 256, 4},  {8, 1, 256, 8},
+    {12, 1, 256, 6}, {4, 1, 384, 4},  {8, 1, 384, 8},  {12, 1, 384, 6}, {4, 2, 256, 4},
+    {8, 2, 256, 4},  {12, 2, 384, 4},
 };
 inline constexpr int kWarpRowsShapeCount =
     static_cast<int>(sizeof(kWarpRowsShapes) / sizeof(kWarpRowsShapes[0]));
-// The record slots a warp polls of its kRec per batch element (the W warps of a batch group take
-// every W-th): all of them up to kRec = 8 (W may be 1 there); half at kRec = 12, whose layers
-// have more than 256 records and so W ≥ 2 on GPUs of up to 256 SMs (pick_warp_rows checks).
-constexpr int warp_rows_own_slots(int records_per_lane) {
-  return records_per_lane <= 8 ? records_per_lane : (records_per_lane + 1) / 2;
-}
 // Its dynamic shared memory: each batch group's records of a step, by step parity,
-// [2][G][BB][kRec][32] float4 (48 KiB at kRec = 12, G = 4).
+// [2][G][BB][kRec][32] float4 (48 KiB at kRec = 12, G = 4, BB = 1).
 constexpr std::size_t warp_rows_smem_bytes(const WarpRowsShape& s, int groups) {
   return std::size_t{2} * static_cast<std::size_t>(groups) *
          static_cast<std::size_t>(s.batch_per_warp * s.records_per_lane) * 32 * 16;
 }
-// The batches it takes (one chain per step, a warp per batch element): measured faster than the
-// FMA direct shapes there (bench/persistent/NOTES.md, "Rows per warp"). Beyond, the CTA's warps
-// outgrow the registers.
-inline constexpr int kWarpRowsMaxBatch = 4;
+// The batches it takes: up to 4 batch groups (one chain per step each), a warp per batch element
+// up to B = 4, two from B = 5 (measured faster than the FMA direct shapes there;
+// bench/persistent/NOTES.md, "Rows per warp"). Beyond, the CTA's warps outgrow the registers.
+inline constexpr int kWarpRowsMaxGroups = 4;
+inline constexpr int kWarpRowsMaxBatch = 8;
 
 struct Tiling {
   // Index into kShapes; -1: no FMA shape fits (runs() below says whether tensor cores take the
@@ -271,7 +270,8 @@ struct Tiling {
 // where none does (H > 1152), at every batch, and only with both passes on them.
 // Unless warp_rows is false, vanilla layers of batch ≤ kWarpRowsMaxBatch whose records fit a
 // warp-rows shape run both passes on it (W = the fewest record warps per CTA that fit the SMs;
-// G = B, or 1 with two batch elements per warp at B = 2); the FMA shape stays the fallback.
+// G = B batch groups of one batch element per warp up to B = 4, else G = ceil(B / 2) of two);
+// the FMA shape stays the fallback.
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
             TensorCores tensor_cores = TensorCores::ForwardBackward, bool warp_rows = true);
 

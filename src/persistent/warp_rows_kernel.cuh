@@ -38,7 +38,7 @@
 
 namespace prnn::persistent {
 
-template <int kRec, int BB, int kMaxThreads, bool kLengths, Pass P>
+template <int kRec, int BB, int kMaxThreads, int kOwn, bool kLengths, Pass P>
 __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params p) {
   constexpr bool kFwd = P == Pass::Forward;
   constexpr unsigned kAll = 0xFFFFFFFFu;
@@ -125,7 +125,6 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
       // batch elements bg + G·i; slot j is record lane + 32j (tag `want`; at s = 0 the forward's
       // h0, untagged; past the end zeros that count as ready). All of them go to shared memory,
       // where every warp of the group reads the whole set.
-      constexpr int kOwn = warp_rows_own_slots(kRec);
       float4 own[BB][kOwn];
 #pragma unroll
       for (int i = 0; i < BB; ++i)

@@ -61,6 +61,39 @@ TEST(Planner, ReluH1152FitsInRegisters) {
   EXPECT_GT(p.step_us, p.mbsp_us);
 }
 
+// Warp rows take one batch element per warp up to B = 4 (G = B batch groups), two from B = 5
+// (G = ceil(B / 2)) up to B = 8; W = ceil(records / SMs) record warps per group; the shape with
+// the fewest records per lane, then the smallest launch bound; beyond B = 8 the FMA shape.
+TEST(Planner, WarpRowsBatchGroups) {
+  using persistent::kWarpRowsShapes;
+  struct Case {
+    std::int64_t H, B;
+    int per_warp, groups, records, threads, ctas, records_per_lane;
+  };
+  const Case cases[] = {
+      {1152, 1, 1, 1, 3, 96, 128, 12},  {1152, 3, 1, 3, 3, 288, 128, 12},
+      {1152, 5, 2, 3, 3, 288, 128, 12}, {1152, 8, 2, 4, 3, 384, 128, 12},
+      {700, 6, 2, 3, 2, 192, 117, 8},   {100, 7, 2, 4, 1, 128, 34, 4},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "H=" << c.H << " B=" << c.B);
+    const persistent::Tiling t = persistent::tile(1, c.H, c.B, 132, DType::F32);
+    ASSERT_GE(t.warp_rows, 0) << t.reason;
+    const persistent::WarpRowsShape& s = kWarpRowsShapes[t.warp_rows];
+    EXPECT_EQ(s.batch_per_warp, c.per_warp);
+    EXPECT_EQ(s.records_per_lane, c.records_per_lane);
+    EXPECT_LE(t.warp_rows_threads, s.max_threads);
+    EXPECT_LE((s.records_per_lane + t.warp_rows_records - 1) / t.warp_rows_records, s.own_slots);
+    EXPECT_EQ(t.warp_rows_groups, c.groups);
+    EXPECT_EQ(t.warp_rows_records, c.records);
+    EXPECT_EQ(t.warp_rows_threads, c.threads);
+    EXPECT_EQ(t.warp_rows_ctas, c.ctas);
+    EXPECT_GE(c.per_warp * t.warp_rows_groups, c.B);
+  }
+  EXPECT_EQ(persistent::tile(1, 1152, 9, 132, DType::F32).warp_rows, -1);
+  EXPECT_EQ(persistent::tile(1, 1153, 4, 132, DType::F32).warp_rows, -1);
+}
+
 // The FMA kernel's barrier after the finishers, where it was measured faster (tiling.h): a step
 // of one chunk (B = 1), two chunks of 36 sums (H = 1152 B = 8: 9 rows x 4; H = 2048 B = 4: 18 x
 // 2); not two chunks of 9 or 18 sums (H = 1152 B = 2, 4; H = 2048 B = 2), nor four chunks
@@ -321,7 +354,8 @@ TEST(Planner, LatencyModelStructure) {
       {Cell::ReLU, 1152, 2, DType::F32, "warp rows", "warp rows", 1, 2},
       {Cell::ReLU, 1152, 4, DType::F32, "warp rows", "warp rows", 1, 4},
       {Cell::ReLU, 2048, 2, DType::F32, "FMA direct", "FMA direct", 2, 1},
-      {Cell::ReLU, 1152, 8, DType::F32, "FMA direct", "FMA direct", 2, 4},
+      {Cell::ReLU, 1152, 8, DType::F32, "warp rows", "warp rows", 1, 8},
+      {Cell::ReLU, 1152, 16, DType::F32, "FMA direct", "FMA direct", 4, 4},
       {Cell::ReLU, 2048, 4, DType::F32, "FMA direct", "FMA direct", 2, 2},
       {Cell::LSTM, 1024, 16, DType::F32, "FMA staged", "FMA staged", 4, 4},
       {Cell::GRU, 1152, 2, DType::BF16, "FMA staged", "FMA staged", 1, 2},

@@ -90,7 +90,14 @@ std::vector<RnnCase> cases() {
   v.push_back({Cell::ReLU, 333, 3, 64, 1537, 1, false, true});  // H = 1537, long, B = 3
   v.push_back({Cell::Tanh, 333, 5, 1, 1000, 1, true, false});   // I = 1, bidirectional, long
   v.push_back({Cell::ReLU, 333, 4, 32, 1152, 1, false, true});  // the target layer
-  v.push_back({Cell::ReLU, 333, 2, 16, 700, 1, false, true});   // B = 2 (warp rows: 2 per warp)
+  v.push_back({Cell::ReLU, 333, 2, 16, 700, 1, false, true});   // B = 2, H = 700 (kRec = 8)
+  v.push_back({Cell::ReLU, 333, 8, 32, 1152, 1, false, true});  // warp rows, 2 per warp, 4 groups
+  v.push_back({Cell::ClippedReLU, 100, 6, 8, 700, 1, false, true});  // 2 per warp, 3 groups
+  {
+    RnnCase q{Cell::Tanh, 60, 7, 8, 1152, 1, true, true};  // 2 per warp, lengths, both directions
+    q.lengths = {60, 1, 57, 30, 60, 2, 33};
+    v.push_back(q);
+  }
   v.push_back({Cell::Tanh, 60, 2, 8, 1152, 2, true, true});     // B = 2, H = 1152, stacked
   v.push_back({Cell::Tanh, 333, 16, 8, 1152, 1, false, true});  // B = 16
   v.push_back({Cell::ReLU, 333, 4, 16, 2048, 1, false, true});  // H = 2048, long
@@ -182,7 +189,7 @@ std::vector<RnnCase> cases() {
 // of several layers, both directions or sequence lengths (several launches per call) also run
 // with "0", each call's launches enqueued directly.
 // warp_rows: the PRNN_PERSISTENT_WARP_ROWS of the run ("": the tiling's choice). The vanilla
-// cases the warp-rows kernel takes (B ≤ 4, H ≤ 1152) also run with "0", on the FMA direct
+// cases the warp-rows kernel takes (B ≤ 8, H ≤ 1152) also run with "0", on the FMA direct
 // shapes, so that both kernels keep their cases at those batches.
 struct GpuCase {
   RnnAlgo algo = RnnAlgo::Persistent;
@@ -518,12 +525,14 @@ INSTANTIATE_TEST_SUITE_P(Issue, RnnGrid, ::testing::ValuesIn(grid()), grid_name)
 
 // A CTA stalled past the wait bound: the others time out, every CTA leaves, check() throws
 // RuntimeError, for the forward and then the backward data; a new Rnn on the same GPU then runs
-// correctly. Once for the warp-rows kernel (tanh, fp32, B = 3), once for the FMA kernels (B = 8)
+// correctly. Twice for the warp-rows kernel (tanh, fp32: B = 3, one batch element per warp; B = 6
+// at H = 1152, two), once for the FMA kernels (B = 9)
 // and once for the tensor-core kernels (LSTM, bf16: H = 1152, the largest shape).
 TEST(RnnGpuSafety, StalledCtaBecomesRuntimeError) {
   ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
   const RnnCase cases[] = {{Cell::Tanh, 64, 3, 5, 600, 1, false, true},
-                           {Cell::Tanh, 64, 8, 5, 600, 1, false, true},
+                           {Cell::Tanh, 64, 6, 5, 1152, 1, false, true},
+                           {Cell::Tanh, 64, 9, 5, 600, 1, false, true},
                            {Cell::LSTM, 64, 4, 5, 1152, 1, false, true, DType::BF16},
                            {Cell::LSTM, 16, 4, 5, 2048, 1, false, true, DType::BF16}};
   for (const RnnCase& c : cases) {
