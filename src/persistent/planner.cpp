@@ -232,11 +232,13 @@ constexpr double kExchangeCycles = 1000;
 // (rnn_lab.csv), H=2048 B=4 5.26 µs/step.
 constexpr double kDirectFixedCycles = 1050;
 constexpr double kDirectTailCycles = 1800;
-// The warp-rows kernel (vanilla cells, B ≤ 4; warp_rows_kernel.cuh): the poll, the group's
+// The warp-rows kernel (vanilla cells, B ≤ 8; warp_rows_kernel.cuh): the poll, the group's
 // barrier, the warp's shuffle all-reduce, the finishing lane's cell and stores, the publish, in
 // one chain per step. Fitted by hand to ReLU f32 H=1152 B = 1..4 (rnn_targets_7ef4f4c.csv:
 // forward 1.44 / 1.66 / 1.95 / 2.07, forward + backward 3.11 / 3.73 / 4.44 / 4.81 µs/step; the
-// model 0.90–1.16× and 0.92–1.20×). Its L2 term grows faster with the batch than these steps do.
+// model 0.90–1.16× and 0.92–1.20×). Its L2 term grows faster with the batch than these steps do;
+// at B = 5..8 (two batch elements per warp) the model is 1.0–1.16× the measured forward
+// (2.84–3.36 µs/step, ab/warp_rows_bb2_new_*.csv) and 1.14–1.30× forward + backward.
 constexpr double kWarpRowsFixedCycles = 800;
 // The staged FMA kernels (gated cells with FMA weights): the staging's polls, its barrier, the
 // reduction's barrier, the finishers' gate math, the publish. From the gated f32 steps at B = 1..32

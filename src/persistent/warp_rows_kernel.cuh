@@ -13,8 +13,8 @@
 //           batch elements g + G·i, i < BB, of its batch group g = w / W. Lane l holds the
 //           columns of records l + 32·j, j < kRec: 9·kRec fp32 weights in registers.
 // Step:     the W warps of a batch group need the same records: each polls a W-th of them
-//           (record slots j ≡ w (mod W); one 16-byte load each, the stale ones reloaded, all in
-//           flight) and leaves them in shared memory, a named barrier per group (W warps), then
+//           (record slots j ≡ w (mod W), at most kOwn per batch element; one 16-byte load each,
+//           the stale ones reloaded, all in flight) and leaves them in shared memory, a named barrier per group (W warps), then
 //           every warp reads all its records from there as its FMAs need them (so registers hold
 //           only the polled share). So a CTA reads each record from L2
 //           once: with every warp reading all of them, the L2 reads (W·B·K·16 bytes per SM and
@@ -28,10 +28,10 @@
 // Sync:     none besides the tagged records. Two buffers suffice: a warp publishes its record of
 //           step s for batch element b only after reading all of b's records of step s−1, whose
 //           producers published them only after reading all of b's records of step s−2.
-// Limits:   ceil(H/3) ≤ 32·kRec; B ≤ G·BB; G ≤ 15 (named barriers 1..G); every wait bounded by
-//           timeout_ns (then kStatusTimeout: the warp still meets its group at the barrier,
-//           which ORs the warps' failures, and the whole group leaves). Included by
-//           rnn_kernels.cu only.
+// Limits:   ceil(H/3) ≤ 32·kRec; B ≤ G·BB; ceil(kRec / W) ≤ kOwn; G ≤ 15 (named barriers 1..G);
+//           every wait bounded by timeout_ns (then kStatusTimeout: the warp still meets its
+//           group at the barrier, which ORs the warps' failures, and the whole group leaves).
+//           Included by rnn_kernels.cu only.
 #pragma once
 
 #include "persistent/kernel_common.cuh"
