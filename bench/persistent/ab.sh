@@ -4,7 +4,7 @@
 # OVERLAY/src/persistent/warp_rows_kernel.cuh). Builds prnn_cli of both for sm_90 in parallel,
 # then runs `prnn bench --out OUT/<old|new>_<round>.csv <bench args>` alternately, ROUNDS times.
 #   bench/persistent/ab.sh OVERLAY OUT ROUNDS <bench args...>
-# Example: bench/persistent/ab.sh .carry/old "$OUT" 2 rnn --sweep custom --cells relu \
+# Example: bench/persistent/ab.sh /tmp/old_files "$OUT" 2 rnn --sweep custom --cells relu \
 #            --dtypes f32 --hidden 1152 --batch 1,2,4 --steps 256 --repeats 10 --impls prnn-persistent
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -12,7 +12,7 @@ overlay=$(realpath "$1") out=$(realpath "$2") rounds=$3
 shift 3
 old=/tmp/prnn_ab_old
 rm -rf "$old" && mkdir -p "$old"
-tar --exclude=./build --exclude=./.carry -cf - . | tar -xf - -C "$old"
+tar --exclude=./build -cf - . | tar -xf - -C "$old"
 (cd "$overlay" && find . -type f -print0 | xargs -0 -I{} cp {} "$old/{}")
 jobs=$(($(nproc) / 2))
 build() {

@@ -73,12 +73,13 @@ void pick_tensor_core(Tiling& t, std::int64_t hidden, std::int64_t batch, int sm
 }
 
 // The warp-rows kernel for vanilla layers at small batches (tiling.h), when a shape holds the
-// layer: one batch element per warp while the batch groups fit (B ≤ kWarpRowsMaxGroups), else
-// two; W = the fewest record warps per CTA that fit the SMs; then the fewest records per lane
-// that cover the records, then the smallest launch bound that takes the CTA's warps.
+// layer: the fewest batch elements per warp that keep the batch groups within
+// kWarpRowsMaxGroups; W = the fewest record warps per CTA that fit the SMs; then the fewest
+// records per lane that cover the records, then the smallest launch bound that takes the CTA's
+// warps.
 void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_count) {
   if (batch > kWarpRowsMaxBatch) return;
-  const std::int64_t per_warp = batch <= kWarpRowsMaxGroups ? 1 : 2;
+  const std::int64_t per_warp = (batch + kWarpRowsMaxGroups - 1) / kWarpRowsMaxGroups;
   const std::int64_t groups = (batch + per_warp - 1) / per_warp;
   const std::int64_t w = (records + sm_count - 1) / sm_count;  // record warps per batch group
   auto better = [](const WarpRowsShape& s, const WarpRowsShape& b) {

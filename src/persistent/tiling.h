@@ -213,11 +213,14 @@ constexpr std::size_t warp_rows_smem_bytes(const WarpRowsShape& s, int groups) {
   return std::size_t{2} * static_cast<std::size_t>(groups) *
          static_cast<std::size_t>(s.batch_per_warp * s.records_per_lane) * 32 * 16;
 }
-// The batches it takes: up to 4 batch groups (one chain per step each), a warp per batch element
-// up to B = 4, two from B = 5 (measured faster than the FMA direct shapes there;
-// bench/persistent/NOTES.md, "Rows per warp"). Beyond, the CTA's warps outgrow the registers.
+// The batches it takes: up to 4 batch groups (one chain per step each) of one or two batch
+// elements per warp (the shapes' batch_per_warp), so a warp per batch element up to B = 4 and
+// two from B = 5: measured faster than the FMA direct shapes there (bench/persistent/NOTES.md,
+// "Rows per warp" and "Two batch elements per warp from B = 5"). Beyond, the CTA's warps
+// outgrow the registers.
 inline constexpr int kWarpRowsMaxGroups = 4;
-inline constexpr int kWarpRowsMaxBatch = 8;
+inline constexpr int kWarpRowsMaxBatchPerWarp = 2;
+inline constexpr int kWarpRowsMaxBatch = kWarpRowsMaxGroups * kWarpRowsMaxBatchPerWarp;
 
 struct Tiling {
   // Index into kShapes; -1: no FMA shape fits (runs() below says whether tensor cores take the

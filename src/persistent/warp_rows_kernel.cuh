@@ -14,12 +14,12 @@
 //           columns of records l + 32·j, j < kRec: 9·kRec fp32 weights in registers.
 // Step:     the W warps of a batch group need the same records: each polls a W-th of them
 //           (record slots j ≡ w (mod W), at most kOwn per batch element; one 16-byte load each,
-//           the stale ones reloaded, all in flight) and leaves them in shared memory, a named barrier per group (W warps), then
-//           every warp reads all its records from there as its FMAs need them (so registers hold
-//           only the polled share). So a CTA reads each record from L2
-//           once: with every warp reading all of them, the L2 reads (W·B·K·16 bytes per SM and
-//           step) were the step's limit (NOTES.md, "Rows per warp": 2.1 → 1.0–1.7 µs/step at
-//           H = 1152). Then each warp does its 9·kRec·BB FMAs, all-reduces its 3·BB sums across
+//           the stale ones reloaded, all in flight) and leaves them in shared memory, a named
+//           barrier per group (W warps), then every warp reads all its records from there as
+//           its FMAs need them (so registers hold only the polled share). So a CTA reads each
+//           record from L2 once: with every warp reading all of them, the L2 reads (W·B·K·16
+//           bytes per SM and step) were the step's limit (NOTES.md, "Rows per warp": 2.1 →
+//           1.0–1.7 µs/step at H = 1152). Then each warp does its 9·kRec·BB FMAs, all-reduces its 3·BB sums across
 //           the warp by shuffles (every lane ends with the same sums, added in the same order:
 //           deterministic), and lane i finishes batch element g + G·i: its 3 units' cell math,
 //           every store of the step (kernel_common.cuh) and the record (tag epoch + s).

@@ -526,8 +526,8 @@ INSTANTIATE_TEST_SUITE_P(Issue, RnnGrid, ::testing::ValuesIn(grid()), grid_name)
 // A CTA stalled past the wait bound: the others time out, every CTA leaves, check() throws
 // RuntimeError, for the forward and then the backward data; a new Rnn on the same GPU then runs
 // correctly. Twice for the warp-rows kernel (tanh, fp32: B = 3, one batch element per warp; B = 6
-// at H = 1152, two), once for the FMA kernels (B = 9)
-// and once for the tensor-core kernels (LSTM, bf16: H = 1152, the largest shape).
+// at H = 1152, two), once for the FMA kernels (B = 9) and once for the tensor-core kernels (LSTM,
+// bf16: H = 1152, the largest shape).
 TEST(RnnGpuSafety, StalledCtaBecomesRuntimeError) {
   ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
   const RnnCase cases[] = {{Cell::Tanh, 64, 3, 5, 600, 1, false, true},
