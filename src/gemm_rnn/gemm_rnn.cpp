@@ -123,7 +123,9 @@ std::string can_implement_persistent(const RnnDesc& desc, std::int64_t steps, st
                        desc.weight_dtype, knobs.tensor_cores, knobs.warp_rows);
   if (!t.runs()) return t.reason;
   for (persistent::Pass pass : {persistent::Pass::Forward, persistent::Pass::BackwardData})
-    if (std::string why = persistent::prepare(pass, t, device); !why.empty()) return why;
+    if (std::string why = persistent::prepare(pass, t, activation_of(desc.cell), device);
+        !why.empty())
+      return why;
   return {};
 }
 
@@ -450,11 +452,12 @@ void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
           p.cell = cell(l, d);
           p.dcn = a.dcn != nullptr ? a.dcn + (l * D_ + d) * BH : nullptr;
         }
+        // h_t (vanilla: act'(a_t) from it) and the GRU's h_{t-1}, read only in this pass.
+        p.out = const_cast<float*>(Y) + d * H_;
+        p.out_stride = DH;
         if (gru_) {
           p.pre_h = pre_h(l, d);
           p.dpre_h = dQ;
-          p.out = const_cast<float*>(Y) + d * H_;  // h_{t-1}, read only in this pass
-          p.out_stride = DH;
         }
         launch_persistent(persistent::Pass::BackwardData, p, s);
       }
@@ -474,7 +477,8 @@ void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
           BackwardStepParams p;
           p.batch = static_cast<std::int32_t>(B_);
           p.hidden = static_cast<std::int32_t>(H_);
-          p.pre = P + t * BH;
+          p.out = Y + t * B_ * DH + d * H_;  // h_t: act'(a_t) from it
+          p.out_stride = DH;
           p.dy = dout + t * B_ * DH + d * H_;
           p.dy_stride = DH;
           p.dh = dh;

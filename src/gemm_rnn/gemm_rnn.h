@@ -9,8 +9,8 @@
 //   then the step kernel (step_kernels.h): biases, gate math, h_t into Y[l] (and c_t).
 // Backward data, layers top-down, per direction the steps in reverse processing order:
 //   dh = dY[t] + dQ[t+1] · W_hh (one GEMM) + the cell's carry, then the step kernel:
-//   vanilla dP = dQ = dh ⊙ act'(P); LSTM dP = dQ (4 rows) and the dc carry; GRU dP (da_ih) and
-//   dQ (da_hh) and the z ⊙ dh carry (gates.cuh).
+//   vanilla dP = dQ = dh ⊙ act'(a_t), act' taken from h_t in Y[l] (activation.cuh); LSTM dP = dQ
+//   (4 rows) and the dc carry; GRU dP (da_ih) and dQ (da_hh) and the z ⊙ dh carry (gates.cuh).
 //   dh0 = dQ[first] · W_hh (+ the GRU carry), dc0 = the LSTM carry; d(in) = Σ_d dP · W_ih.
 // Residual layer l (RnnDesc::residual_at): its output, what layer l+1 reads (the user's y for
 // the last layer), is R[l] = Y[l] + in_l (one masked add after the layer), Y[l] keeping the
@@ -26,8 +26,8 @@
 // The step loops of forward and backward data are captured once into a CUDA graph (on a private
 // stream) and replayed on the caller's stream while the tensor pointers stay the same.
 //
-// Reserve (fp32): P, dP [L·D, T, B, GH] (vanilla: pre-activations; LSTM: the full gate
-// pre-activations; GRU: a_ih); GRU: Q, dQ [L·D, T, B, 3H] (a_hh); LSTM: C [L·D, T, B, H] (c_t);
+// Reserve (fp32): P, dP [L·D, T, B, GH] (vanilla: the GEMMs' sums, which the backward does not
+// read; LSTM: the full gate pre-activations; GRU: a_ih); GRU: Q, dQ [L·D, T, B, 3H] (a_hh); LSTM: C [L·D, T, B, H] (c_t);
 // gated cells: the initial state the backward needs [L·D, B, H] (LSTM c0, GRU h0; zeros when
 // absent); Y [L, T, B, D·H] (every layer's output, the last one also written to the user's y);
 // two [T, B, D·H] buffers for the gradient flowing between layers (L > 1); residual:

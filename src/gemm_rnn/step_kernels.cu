@@ -1,6 +1,6 @@
 // The GEMM-RNN's elementwise step kernels (contract in step_kernels.h).
-//   forward:   a += b_ih + b_hh; h = act(a) -> out, out2, hn
-//   backward:  da = (dy + dh) ⊙ act'(a)
+//   forward:   a = pre + b_ih + b_hh; h = act(a) -> out, out2, hn
+//   backward:  da = (dy + dh) ⊙ act'(a), act'(a) from h (activation.cuh)
 // Layout:   one [B, H] slice per launch; element i = b·H + j.
 // Launch:   1-D, 256 threads, one thread per element; consecutive threads walk j, so every load
 //           and store is coalesced along a row.
@@ -32,7 +32,6 @@ __global__ void __launch_bounds__(kThreads) forward_step_kernel(ForwardStepParam
   if (i >= p.batch * p.hidden) return;
   const std::int32_t b = i / p.hidden, j = i % p.hidden;
   const float a = p.pre[i] + p.b_ih[j] + p.b_hh[j];
-  p.pre[i] = a;
   const bool pad = padded(p.lengths, p.t, b);
   const float h = !pad                  ? activate<A>(a)
                   : p.h_prev != nullptr ? p.h_prev[b * p.h_prev_stride + j]
@@ -53,7 +52,8 @@ __global__ void __launch_bounds__(kThreads) backward_step_kernel(BackwardStepPar
   float g = pad ? 0.0f : p.dy[b * p.dy_stride + j];
   if (p.dh != nullptr) g += p.dh[i];
   if (p.carry_in != nullptr) g += p.carry_in[i];
-  p.dpre[i] = pad ? 0.0f : g * activate_grad<A>(p.pre[i]);
+  const float h = p.out[b * p.out_stride + j];
+  p.dpre[i] = pad ? 0.0f : g * activate_grad_of_output<A>(h);
   if (p.carry_out != nullptr) p.carry_out[i] = pad ? g : 0.0f;
 }
 

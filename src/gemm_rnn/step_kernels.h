@@ -2,13 +2,14 @@
 // once per timestep, right after that step's cuBLAS GEMM, over one layer and direction's [B, H]
 // slice; together with the GEMMs they make one step of the vanilla RNN.
 //
-//   forward:   a_t += b_ih + b_hh        (a_t = W_ih x_t + W_hh h_{t-1}, from the GEMMs)
+//   forward:   a_t = pre + b_ih + b_hh   (pre = W_ih x_t + W_hh h_{t-1}, from the GEMMs)
 //              h_t = act(a_t)            stored to out (and out2, hn when given)
 //   backward:  da_t = (dy_t + dh) ⊙ act'(a_t)     dh = dL/dh_t through the next step (nullable)
+//              act'(a_t) taken from the stored h_t (activation.cuh), so a_t is not kept
 //
 // act: relu, min(max(a, 0), 20) (clipped relu) or tanh (prnn/rnn.h). All tensors fp32, rows of
 // H elements with the row strides given; no aliasing between inputs and outputs except the
-// in-place a_t and a carry_out that may be its carry_in.
+// gated cells' in-place pre and a carry_out that may be its carry_in.
 //
 // Padding (lengths given, row b with t >= lengths[b]; prnn/rnn.h): an identity step.
 //   forward:   h_t = h_{t-1} (LSTM c_t = c_{t-1}) into out, hn (cn); out2 (the user's y) gets 0
@@ -26,9 +27,9 @@ namespace prnn::gemm_rnn {
 enum class Activation : std::uint8_t { ReLU, ClippedReLU, Tanh };
 
 struct ForwardStepParams {
-  std::int32_t batch = 0;   // B rows
-  std::int32_t hidden = 0;  // H columns
-  float* pre = nullptr;     // [B, H] a_t, in place: GEMM output in, full pre-activation out
+  std::int32_t batch = 0;       // B rows
+  std::int32_t hidden = 0;      // H columns
+  const float* pre = nullptr;   // [B, H] the GEMMs' sum W_ih x_t + W_hh h_{t-1}
   const float* b_ih = nullptr;  // [H]
   const float* b_hh = nullptr;  // [H]
   float* out = nullptr;         // [B, H] rows out_stride apart: h_t (the reserve)
@@ -44,7 +45,8 @@ struct ForwardStepParams {
 struct BackwardStepParams {
   std::int32_t batch = 0;
   std::int32_t hidden = 0;
-  const float* pre = nullptr;  // [B, H] a_t
+  const float* out = nullptr;  // [B, H] rows out_stride apart: h_t, as the forward stored it
+  std::int64_t out_stride = 0;
   const float* dy = nullptr;   // [B, H] rows dy_stride apart: dL/dh_t from the layer above
   std::int64_t dy_stride = 0;
   const float* dh = nullptr;   // nullable, [B, H] contiguous: dL/dh_t through step t+1

@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/device_clock.cuh"
 #include "gemm_rnn/activation.cuh"
@@ -136,6 +137,16 @@ __device__ __forceinline__ bool end_launch(const Params& p, unsigned epoch) {
   return true;
 }
 
+// The vanilla cells' activation a kernel applies: Act is gemm_rnn::RuntimeActivation (p.act,
+// a uniform branch) or gemm_rnn::StaticActivation<A> (a kernel instantiated per activation).
+template <class Act>
+__device__ __forceinline__ Act activation_of(const Params& p) {
+  if constexpr (std::is_same_v<Act, gemm_rnn::RuntimeActivation>)
+    return Act{p.act};
+  else
+    return Act{};
+}
+
 // ---- the forward finisher of one hidden unit ------------------------------------------------
 // Unit `row` of batch row b at step s (time t; t_prev the time of the step before in the forward
 // order; first: s = 0). u: the unit's NG gate rows of W_ih x; st: the state entering the step
@@ -165,8 +176,8 @@ struct UnitStep {
 
 // The unit's step (row < H): the pre-activations from u, the matrix-vector sums mv and the
 // biases (vanilla: bias = b_ih + b_hh of the row, preloaded; gated cells read theirs), then the
-// cell. pad: a padded step (sequence lengths), an identity step.
-template <int NG>
+// cell (vanilla: the activation Act). pad: a padded step (sequence lengths), an identity step.
+template <int NG, class Act = gemm_rnn::RuntimeActivation>
 __device__ __forceinline__ UnitStep<NG> compute_forward_unit(const Params& p, std::int64_t t_prev,
                                                              bool first, int b, int row,
                                                              const float (&u)[NG], float st,
@@ -184,7 +195,7 @@ __device__ __forceinline__ UnitStep<NG> compute_forward_unit(const Params& p, st
   }
   if constexpr (NG == 1) {
     r.a[0] = u[0] + mv[0] + bias;
-    r.h = pad ? h_pass : gemm_rnn::activate(p.act, r.a[0]);
+    r.h = pad ? h_pass : activation_of<Act>(p)(r.a[0]);
   } else if constexpr (NG == 4) {
 #pragma unroll
     for (int q = 0; q < 4; ++q)
@@ -218,14 +229,16 @@ __device__ __forceinline__ void store_gate_rows(float* rows, const float (&v)[NG
   }
 }
 
-// Every store of the unit's forward step: pre (GRU: and pre_h), the LSTM's cell and cn, out,
-// out2 (0 where padded), hn.
+// Every store of the unit's forward step: the gated cells' pre (GRU: and pre_h; vanilla cells
+// keep none, their backward takes act' from h), the LSTM's cell and cn, out, out2 (0 where
+// padded), hn.
 template <int NG>
 __device__ __forceinline__ void store_forward_unit(const Params& p, int s, std::int64_t t, int b,
                                                    int row, const UnitStep<NG>& r, bool pad) {
   const int H = p.hidden, B = p.batch;
   const std::int64_t bh = static_cast<std::int64_t>(b) * H + row;
-  store_gate_rows(p.pre, r.a, p.pre_h, r.a_hh, (t * B + b) * NG * H + row, H);
+  if constexpr (NG != 1)
+    store_gate_rows(p.pre, r.a, p.pre_h, r.a_hh, (t * B + b) * NG * H + row, H);
   if constexpr (NG == 4) {
     p.cell[(t * B + b) * H + row] = r.c;
     if (p.cn != nullptr && s == p.steps - 1) p.cn[bh] = r.c;
@@ -237,12 +250,13 @@ __device__ __forceinline__ void store_forward_unit(const Params& p, int s, std::
 }
 
 // Both: the unit's step and its stores. Returns h_t, the value the unit publishes.
-template <int NG>
+template <int NG, class Act = gemm_rnn::RuntimeActivation>
 __device__ __forceinline__ float finish_forward_unit(const Params& p, int s, std::int64_t t,
                                                      std::int64_t t_prev, bool first, int b,
                                                      int row, const float (&u)[NG], float st,
                                                      const float (&mv)[NG], float bias, bool pad) {
-  const UnitStep<NG> r = compute_forward_unit<NG>(p, t_prev, first, b, row, u, st, mv, bias, pad);
+  const UnitStep<NG> r =
+      compute_forward_unit<NG, Act>(p, t_prev, first, b, row, u, st, mv, bias, pad);
   store_forward_unit<NG>(p, s, t, b, row, r, pad);
   return r.h;
 }
@@ -254,7 +268,7 @@ __device__ __forceinline__ float finish_forward_unit(const Params& p, int s, std
 template <int NG>
 struct BackwardUnitIn {
   float dy = 0.0f;                    // dy_t
-  float a[NG == 3 ? 6 : NG] = {};     // the saved pre-activations: P (GRU: a_ih, then a_hh)
+  float a[NG == 3 ? 6 : NG] = {};     // gated: the saved P (GRU: a_ih, then a_hh); vanilla: h_t
   float st[2] = {};                   // LSTM: c_prev, c_t; GRU: h_prev
   float extra = 0.0f;                 // s = 0: dhn; s > 0 with lengths (vanilla, LSTM): carry_h
   float carry = 0.0f;                 // LSTM: dc (carry; dcn at s = 0); GRU: the carry
@@ -271,8 +285,12 @@ __device__ __forceinline__ BackwardUnitIn<NG> load_backward_unit(const Params& p
   const std::int64_t tbgh = (t * B + b) * NG * H + row;            // + q·H: gate q
   BackwardUnitIn<NG> in;
   in.dy = p.dy[(t * B + b) * p.dy_stride + row];
+  if constexpr (NG == 1) {
+    in.a[0] = p.out[(t * B + b) * p.out_stride + row];
+  } else {
 #pragma unroll
-  for (int q = 0; q < NG; ++q) in.a[q] = p.pre[tbgh + q * H];
+    for (int q = 0; q < NG; ++q) in.a[q] = p.pre[tbgh + q * H];
+  }
   if constexpr (kGru) {
 #pragma unroll
     for (int q = 0; q < NG; ++q) in.a[NG + q] = p.pre_h[tbgh + q * H];
@@ -307,9 +325,9 @@ struct BackwardUnitOut {
 };
 
 // The unit's step: dh = dy_t + mv + extra (mv = W_hhᵀ dQ_prev, 0 at s = 0; extra is 0 at s > 0
-// without lengths, so the sum is exact there), then the cell's backward. pad: a padded step: dy
-// ignored, no gate gradients, dh goes on in the carry.
-template <int NG>
+// without lengths, so the sum is exact there), then the cell's backward (vanilla: act' of Act
+// from h_t). pad: a padded step: dy ignored, no gate gradients, dh goes on in the carry.
+template <int NG, class Act = gemm_rnn::RuntimeActivation>
 __device__ __forceinline__ BackwardUnitOut<NG> compute_backward_unit(const Params& p,
                                                                      const BackwardUnitIn<NG>& in,
                                                                      float mv, bool pad) {
@@ -317,7 +335,7 @@ __device__ __forceinline__ BackwardUnitOut<NG> compute_backward_unit(const Param
   const float dh = (pad ? 0.0f : in.dy) + (mv + in.extra);
   r.carry_h = pad ? dh : 0.0f;
   if constexpr (NG == 1) {
-    r.dq[0] = r.dp[0] = pad ? 0.0f : dh * gemm_rnn::activate_grad(p.act, in.a[0]);
+    r.dq[0] = r.dp[0] = pad ? 0.0f : dh * activation_of<Act>(p).grad_of_output(in.a[0]);
   } else if constexpr (NG == 4) {
     const float a[4] = {in.a[0], in.a[1], in.a[2], in.a[3]};
     float da[4];

@@ -76,7 +76,7 @@ void pick_tensor_core(Tiling& t, std::int64_t hidden, std::int64_t batch, int sm
 // layer: the fewest batch elements per warp that keep the batch groups within
 // kWarpRowsMaxGroups; W = the fewest record warps per CTA that fit the SMs; then the fewest
 // records per lane that cover the records, then the smallest launch bound that takes the CTA's
-// warps.
+// warps, then the fewest polled slots that serve W.
 void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_count) {
   if (batch > kWarpRowsMaxBatch) return;
   const std::int64_t per_warp = (batch + kWarpRowsMaxGroups - 1) / kWarpRowsMaxGroups;
@@ -84,7 +84,8 @@ void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_
   const std::int64_t w = (records + sm_count - 1) / sm_count;  // record warps per batch group
   auto better = [](const WarpRowsShape& s, const WarpRowsShape& b) {
     if (s.records_per_lane != b.records_per_lane) return s.records_per_lane < b.records_per_lane;
-    return s.max_threads < b.max_threads;
+    if (s.max_threads != b.max_threads) return s.max_threads < b.max_threads;
+    return s.own_slots < b.own_slots;
   };
   for (int i = 0; i < kWarpRowsShapeCount; ++i) {
     const WarpRowsShape& s = kWarpRowsShapes[i];

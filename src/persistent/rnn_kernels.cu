@@ -472,11 +472,18 @@ struct TensorCoreKernel {
   }
 };
 
+// The warp-rows kernels are instantiated per activation as well: I = shape · 3 + activation.
+constexpr int kActivationCount = 3;
+static_assert(static_cast<int>(Activation::ReLU) == 0 &&
+              static_cast<int>(Activation::ClippedReLU) == 1 &&
+              static_cast<int>(Activation::Tanh) == kActivationCount - 1);
+
 template <int I, bool L, Pass P>
 struct WarpRowsKernel {
   static constexpr KernelFn get() {
-    constexpr WarpRowsShape s = kWarpRowsShapes[I];
-    return &warp_rows_kernel<s.records_per_lane, s.batch_per_warp, s.max_threads, s.own_slots, L,
+    constexpr WarpRowsShape s = kWarpRowsShapes[I / kActivationCount];
+    constexpr Activation A = static_cast<Activation>(I % kActivationCount);
+    return &warp_rows_kernel<s.records_per_lane, s.batch_per_warp, s.max_threads, s.own_slots, A, L,
                              P>;
   }
 };
@@ -505,12 +512,13 @@ struct LaunchShape {
   std::size_t smem_bytes = 0;
 };
 
-LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths) {
+LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation act) {
   if (tiling.warp_rows >= 0) {
     if (tiling.warp_rows >= kWarpRowsShapeCount)
       throw InternalError("persistent kernel: no warp-rows shape " +
                           std::to_string(tiling.warp_rows));
-    return {pick<WarpRowsKernel, kWarpRowsShapeCount>(tiling.warp_rows, lengths, pass),
+    const int index = tiling.warp_rows * kActivationCount + static_cast<int>(act);
+    return {pick<WarpRowsKernel, kWarpRowsShapeCount * kActivationCount>(index, lengths, pass),
             tiling.warp_rows_ctas, tiling.warp_rows_threads,
             warp_rows_smem_bytes(kWarpRowsShapes[tiling.warp_rows], tiling.warp_rows_groups)};
   }
@@ -537,7 +545,7 @@ std::size_t exchange_bytes(const Tiling& tiling, std::int64_t batch) {
          tiling.tensor_core_exchange_bytes;
 }
 
-std::string prepare(Pass pass, const Tiling& tiling, int device) {
+std::string prepare(Pass pass, const Tiling& tiling, Activation act, int device) {
   int cooperative = 0, sms = 0, smem_optin = 0;
   PRNN_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
   PRNN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -545,7 +553,7 @@ std::string prepare(Pass pass, const Tiling& tiling, int device) {
       cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   if (cooperative == 0) return "this GPU does not support cooperative launches";
   for (bool lengths : {false, true}) {  // both instantiations must fit
-    const LaunchShape k = kernel_for(pass, tiling, lengths);
+    const LaunchShape k = kernel_for(pass, tiling, lengths, act);
     cudaFuncAttributes attr{};
     PRNN_CUDA_CHECK(cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(k.fn)));
     if (k.smem_bytes + attr.sharedSizeBytes > static_cast<std::size_t>(smem_optin))
@@ -568,7 +576,7 @@ std::string prepare(Pass pass, const Tiling& tiling, int device) {
 }
 
 void launch(Pass pass, const Tiling& tiling, const Params& params, cudaStream_t stream) {
-  const LaunchShape k = kernel_for(pass, tiling, params.lengths != nullptr);
+  const LaunchShape k = kernel_for(pass, tiling, params.lengths != nullptr, params.act);
   Params p = params;
   void* args[] = {&p};
   PRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(k.fn),

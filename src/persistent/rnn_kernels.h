@@ -5,7 +5,7 @@
 // backward and the same weight-gradient GEMMs.
 //
 //   Forward, processing step s at time t = t_first + s·t_step:
-//     vanilla  a_t = u_t + W_hh h_prev + b_ih + b_hh, h_t = act(a_t)     (a_t stored over u_t)
+//     vanilla  a_t = u_t + W_hh h_prev + b_ih + b_hh, h_t = act(a_t)     (pre keeps u_t)
 //     LSTM     a_t = u_t + W_hh h_prev + b_ih + b_hh (4 rows per unit, stored over u_t),
 //              c_t = f·c_prev + i·g (stored to cell), h_t = o·tanh(c_t)
 //     GRU      a_ih = u_t + b_ih (stored over u_t), a_hh = W_hh h_prev + b_hh (stored to pre_h),
@@ -14,7 +14,7 @@
 //     h_t stored to out (and out2, hn at the last step; LSTM cn)
 //   BackwardData, processing step s at time t = t_first + s·t_step (the forward order reversed):
 //     dh = dy_t + W_hhᵀ dQ_prev (at s = 0: dhn, zeros if null), then
-//     vanilla  dQ_t = dP_t = dh ⊙ act'(a_t)
+//     vanilla  dQ_t = dP_t = dh ⊙ act'(a_t), act'(a_t) from h_t in out (activation.cuh)
 //     LSTM     dQ_t = dP_t (4 rows) and the dc carry (dcn at s = 0)
 //     GRU      dP_t = da_ih, dQ_t = da_hh and the z ⊙ dh carry (zeros at s = 0)
 //     the carry is kept in `carry` [B, H]: after the launch it holds dc0 (LSTM) or the part of
@@ -63,14 +63,15 @@ struct Params {
 
   // Per-step tensors [T, B, G·H] (pre, pre_h, dpre, dpre_h) or [T, B, H] (cell) contiguous,
   // out and dy rows strided.
-  float* pre = nullptr;          // Forward: u_t in, a_t (GRU: a_ih) out. BackwardData: in
+  float* pre = nullptr;          // Forward: u_t in, gated a_t (GRU: a_ih) out. BackwardData: in
   float* pre_h = nullptr;        // GRU: a_hh, Forward out, BackwardData in
   float* cell = nullptr;         // LSTM: c_t, Forward out, BackwardData in
   const float* initial = nullptr;  // gated cells [B, H]: LSTM c0, GRU h0 (zeros when absent)
   const float* b_ih = nullptr;   // Forward [G·H]
   const float* b_hh = nullptr;   // Forward [G·H]
   const float* h0 = nullptr;     // Forward, nullable [B, H]
-  float* out = nullptr;          // Forward: h_t out; GRU BackwardData: h_t in (rows out_stride)
+  float* out = nullptr;          // Forward: h_t out; vanilla, GRU BackwardData: h_t in (rows
+                                 // out_stride)
   float* out2 = nullptr;         // Forward, nullable: h_t again (the user's y)
   std::int64_t out_stride = 0;
   float* hn = nullptr;           // Forward, nullable [B, H]: the last step's h
@@ -102,9 +103,10 @@ struct Params {
 std::size_t exchange_bytes(const Tiling& tiling, std::int64_t batch);
 
 // Checks that this GPU can run `tiling` for `pass` with every CTA co-resident (cooperative
-// launch supported, the occupancy API reports room for one CTA per SM at tiling.threads).
-// Empty when it can; otherwise the reason.
-std::string prepare(Pass pass, const Tiling& tiling, int device);
+// launch supported, the occupancy API reports room for one CTA per SM at tiling.threads), with
+// the vanilla cells' activation `act` (the gated cells ignore it). Empty when it can; otherwise
+// the reason.
+std::string prepare(Pass pass, const Tiling& tiling, Activation act, int device);
 
 void launch(Pass pass, const Tiling& tiling, const Params& params, cudaStream_t stream);
 

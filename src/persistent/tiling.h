@@ -193,7 +193,9 @@ inline constexpr int kTensorCoreShapeCount =
 // kRec = 12, a bound of 384 spilled 80–136 bytes at B = 1 before the records were shared).
 // Each warp polls own_slots record slots of its kRec per batch element (the W warps of a batch
 // group take every W-th), so a shape serves W ≥ ceil(kRec / own_slots) only; fewer slots, fewer
-// registers: BB = 2 at kRec = 12 fits the 168 registers of 384 threads with 4 (W ≥ 3).
+// registers: BB = 2 at kRec = 12 fits the 168 registers of 384 threads with 4 (W ≥ 3), and at
+// BB = 1 4 slots where 6 are not needed were 0.05 µs/step faster at B = 1 (H = 1152, W = 3;
+// bench/persistent/NOTES.md, "The B = 1 gap"); the planner takes the fewest slots that serve W.
 struct WarpRowsShape {
   int records_per_lane = 0;  // kRec: H ≤ 96·kRec
   int batch_per_warp = 1;    // BB
@@ -201,9 +203,9 @@ struct WarpRowsShape {
   int own_slots = 0;         // record slots a warp polls per batch element
 };
 inline constexpr WarpRowsShape kWarpRowsShapes[] = {
-    {4, 1, 128, 4},  {8, 1, 128, 8},  {12, 1, 128, 6}, {4, 1, 256, 4},  {8, 1, 256, 8},
-    {12, 1, 256, 6}, {4, 1, 384, 4},  {8, 1, 384, 8},  {12, 1, 384, 6}, {4, 2, 256, 4},
-    {8, 2, 256, 4},  {12, 2, 384, 4},
+    {4, 1, 128, 4},  {8, 1, 128, 8},  {12, 1, 128, 6}, {12, 1, 128, 4}, {4, 1, 256, 4},
+    {8, 1, 256, 8},  {12, 1, 256, 6}, {12, 1, 256, 4}, {4, 1, 384, 4},  {8, 1, 384, 8},
+    {12, 1, 384, 6}, {12, 1, 384, 4}, {4, 2, 256, 4},  {8, 2, 256, 4},  {12, 2, 384, 4},
 };
 inline constexpr int kWarpRowsShapeCount =
     static_cast<int>(sizeof(kWarpRowsShapes) / sizeof(kWarpRowsShapes[0]));

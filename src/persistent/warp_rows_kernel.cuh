@@ -4,6 +4,7 @@
 // threads (bench/persistent/NOTES.md, "Rows per warp").
 //   Forward:       a_t = u_t + W_hh h_prev + b_ih + b_hh, h_t = act(a_t)
 //   BackwardData:  dh = dy_t + W_hhᵀ dQ_prev (+ dhn / the padding carry), dQ_t = dh ⊙ act'(a_t)
+//                  (act' from h_t); the activation A is a template parameter
 // Layout:   as rnn_kernels.cu: W_hh [H, H] row-major; pre/dpre [T, B, H]; out, dy rows strided;
 //           exchange: two buffers (step parity) of [B, K] records, K = ceil(H/3), record (b, k)
 //           = {v[b][3k], v[b][3k+1], v[b][3k+2], tag} (h forward, dQ backward; 0 past H).
@@ -19,10 +20,10 @@
 //           its FMAs need them (so registers hold only the polled share). So a CTA reads each
 //           record from L2 once: with every warp reading all of them, the L2 reads (W·B·K·16
 //           bytes per SM and step) were the step's limit (NOTES.md, "Rows per warp": 2.1 →
-//           1.0–1.7 µs/step at H = 1152). Then each warp does its 9·kRec·BB FMAs, all-reduces its 3·BB sums across
-//           the warp by shuffles (every lane ends with the same sums, added in the same order:
-//           deterministic), and lane i finishes batch element g + G·i: its 3 units' cell math,
-//           every store of the step (kernel_common.cuh) and the record (tag epoch + s).
+//           1.0–1.7 µs/step at H = 1152). Then each warp does its 9·kRec·BB FMAs, all-reduces its
+//           3·BB sums across the warp by shuffles (every lane ends with the same sums, added in the
+//           same order: deterministic), and lane i finishes batch element g + G·i: its 3 units'
+//           cell math, every store of the step (kernel_common.cuh) and the record (tag epoch + s).
 // On chip:  the weights in registers; shared memory [2 (step parity)][G][BB][kRec][32] records
 //           (warp_rows_smem_bytes in tiling.h).
 // Sync:     none besides the tagged records. Two buffers suffice: a warp publishes its record of
@@ -38,9 +39,10 @@
 
 namespace prnn::persistent {
 
-template <int kRec, int BB, int kMaxThreads, int kOwn, bool kLengths, Pass P>
+template <int kRec, int BB, int kMaxThreads, int kOwn, Activation A, bool kLengths, Pass P>
 __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params p) {
   constexpr bool kFwd = P == Pass::Forward;
+  using Act = gemm_rnn::StaticActivation<A>;  // compiled in (NOTES.md, "The B = 1 gap")
   constexpr unsigned kAll = 0xFFFFFFFFu;
   __shared__ unsigned s_epoch;
   __shared__ int s_abort;
@@ -223,11 +225,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
         const bool live = row < H;
         if constexpr (kFwd) {
           const float uc[1] = {u[c]}, mv[1] = {acc[c * BB + i]};
-          v[c] = live ? finish_forward_unit<1>(p, s, t, t_prev, first_fwd, f_b, row, uc, 0.0f, mv,
-                                               bias[c], f_pad)
+          v[c] = live ? finish_forward_unit<1, Act>(p, s, t, t_prev, first_fwd, f_b, row, uc, 0.0f,
+                                                    mv, bias[c], f_pad)
                       : 0.0f;
         } else {
-          const BackwardUnitOut<1> o = compute_backward_unit<1>(p, bin[c], acc[c * BB + i], f_pad);
+          const BackwardUnitOut<1> o =
+              compute_backward_unit<1, Act>(p, bin[c], acc[c * BB + i], f_pad);
           if (live) store_backward_unit<1, kLengths>(p, t, f_b, row, o);
           v[c] = live ? o.dq[0] : 0.0f;
         }

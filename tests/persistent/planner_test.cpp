@@ -63,17 +63,20 @@ TEST(Planner, ReluH1152FitsInRegisters) {
 
 // Warp rows take one batch element per warp up to B = 4 (G = B batch groups), two from B = 5
 // (G = ceil(B / 2)) up to B = 8; W = ceil(records / SMs) record warps per group; the shape with
-// the fewest records per lane, then the smallest launch bound; beyond B = 8 the FMA shape.
+// the fewest records per lane, then the smallest launch bound, then the fewest polled slots that
+// serve W (4 of kRec = 12 from W = 3, 6 at W = 2); beyond B = 8 the FMA shape.
 TEST(Planner, WarpRowsBatchGroups) {
   using persistent::kWarpRowsShapes;
   struct Case {
     std::int64_t H, B;
-    int per_warp, groups, records, threads, ctas, records_per_lane;
+    int per_warp, groups, records, threads, ctas, records_per_lane, own_slots;
   };
   const Case cases[] = {
-      {1152, 1, 1, 1, 3, 96, 128, 12},  {1152, 3, 1, 3, 3, 288, 128, 12},
-      {1152, 5, 2, 3, 3, 288, 128, 12}, {1152, 8, 2, 4, 3, 384, 128, 12},
-      {700, 6, 2, 3, 2, 192, 117, 8},   {100, 7, 2, 4, 1, 128, 34, 4},
+      {1152, 1, 1, 1, 3, 96, 128, 12, 4},  {1152, 3, 1, 3, 3, 288, 128, 12, 4},
+      {1152, 5, 2, 3, 3, 288, 128, 12, 4}, {1152, 8, 2, 4, 3, 384, 128, 12, 4},
+      {1000, 2, 1, 2, 3, 192, 112, 12, 4}, {800, 4, 1, 4, 3, 384, 89, 12, 4},
+      {780, 1, 1, 1, 2, 64, 130, 12, 6},   {700, 6, 2, 3, 2, 192, 117, 8, 4},
+      {100, 7, 2, 4, 1, 128, 34, 4, 4},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "H=" << c.H << " B=" << c.B);
@@ -82,6 +85,7 @@ TEST(Planner, WarpRowsBatchGroups) {
     const persistent::WarpRowsShape& s = kWarpRowsShapes[t.warp_rows];
     EXPECT_EQ(s.batch_per_warp, c.per_warp);
     EXPECT_EQ(s.records_per_lane, c.records_per_lane);
+    EXPECT_EQ(s.own_slots, c.own_slots);
     EXPECT_LE(t.warp_rows_threads, s.max_threads);
     EXPECT_LE((s.records_per_lane + t.warp_rows_records - 1) / t.warp_rows_records, s.own_slots);
     EXPECT_EQ(t.warp_rows_groups, c.groups);
