@@ -236,12 +236,11 @@ constexpr double kDirectFixedCycles = 1050;
 constexpr double kDirectTailCycles = 1800;
 // The warp-rows kernel (vanilla cells, B ≤ 8; warp_rows_kernel.cuh): the poll, the group's
 // barrier, the warp's shuffle all-reduce, the finishing lane's cell and stores, the publish, in
-// one chain per step. Fitted by hand to ReLU f32 H=1152 B = 1..4 (rnn_targets_7ef4f4c.csv:
-// forward 1.44 / 1.66 / 1.95 / 2.07, forward + backward 3.11 / 3.73 / 4.44 / 4.81 µs/step; the
-// model 0.90–1.16× and 0.92–1.20×). Its L2 term grows faster with the batch than these steps do;
-// at B = 5..8 (two batch elements per warp) the model is 1.0–1.16× the measured forward
-// (2.84–3.36 µs/step, ab/warp_rows_bb2_new_*.csv) and 1.14–1.30× forward + backward.
-constexpr double kWarpRowsFixedCycles = 800;
+// one chain per step. Fitted by hand, with kWarpRowsL2BytesPerSmPerCycle below, to ReLU f32
+// H=1152 B = 1..8 (rnn_targets_fea623f.csv: forward 1.30 / 1.50 / 1.74 / 1.85 at B = 1..4,
+// 2.39–2.87 at B = 5..8; forward + backward 2.87 / 3.45 / 4.10 / 4.49, 5.56–7.00 µs/step): the
+// model is 0.95–1.07× the forward and 1.00–1.11× forward + backward there.
+constexpr double kWarpRowsFixedCycles = 1100;
 // The staged FMA kernels (gated cells with FMA weights): the staging's polls, its barrier, the
 // reduction's barrier, the finishers' gate math, the publish. From the gated f32 steps at B = 1..32
 // (cells_figure3.csv: LSTM H=1024 3.61 at B = 1, 5.81 at B = 4; GRU H=1152 2.98, 4.71) and the
@@ -272,6 +271,10 @@ constexpr int kSchedulersPerSm = 4;
 // the batch at H = 2048 (LSTM bf16 4.54 / 4.88 / 5.86 / 8.21 µs/step at B = 1 / 2 / 4 / 8, one
 // chunk each; its staging reads 8 KB per batch element).
 constexpr double kL2BytesPerSmPerCycle = 16;
+// The same for the warp-rows kernel, whose batch groups' warps poll the records as 16-byte loads
+// spread over the group: from its growth with the batch (ReLU f32 H=1152 B = 1..8,
+// rnn_targets_fea623f.csv: 1.30 / 1.50 / 1.74 / 1.85 µs/step forward at B = 1..4, 2.87 at B = 8).
+constexpr double kWarpRowsL2BytesPerSmPerCycle = 64;
 // The GEMMs over all T·B rows (outside the recurrence): fp32 layers on the FP32 pipes, 16-bit
 // layers on TF32 tensor cores (2048 flops per SM per cycle on sm_90), at a third of that peak:
 // the four TF32 GEMMs of LSTM bf16 H=1152 B=4 run at 35% (ncu: 0.92 µs/step), and moving the
@@ -334,7 +337,7 @@ std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, std::int6
   const double warps_per_scheduler =
       std::max(1.0, static_cast<double>(t.warp_rows_threads) / 32.0 / kSchedulersPerSm);
   return {{kWarpRowsFixedCycles, kIssueCycles * instructions * warps_per_scheduler,
-           static_cast<double>(batch * records * 16) / kL2BytesPerSmPerCycle,
+           static_cast<double>(batch * records * 16) / kWarpRowsL2BytesPerSmPerCycle,
            0.0}};
 }
 

@@ -474,11 +474,11 @@ TEST(Planner, PredictionTracksCommittedMeasurements) {
     const char* where;
   };
   const Measured measured[] = {
-      {Cell::ReLU, 1152, 1, DType::F32, 1.444, 3.110, "rnn_targets_7ef4f4c.csv, H=1152 B=1"},
-      {Cell::ReLU, 1152, 2, DType::F32, 1.660, 3.733, "rnn_targets_7ef4f4c.csv, H=1152 B=2"},
-      {Cell::ReLU, 1152, 3, DType::F32, 1.951, 4.442, "rnn_targets_7ef4f4c.csv, H=1152 B=3"},
-      {Cell::ReLU, 1152, 4, DType::F32, 2.072, 4.807, "rnn_targets_7ef4f4c.csv, H=1152 B=4"},
-      {Cell::ReLU, 1152, 8, DType::F32, 4.796, 10.048, "rnn_lab.csv, H=1152 B=8"},
+      {Cell::ReLU, 1152, 1, DType::F32, 1.301, 2.866, "rnn_targets_fea623f.csv, H=1152 B=1"},
+      {Cell::ReLU, 1152, 2, DType::F32, 1.497, 3.447, "rnn_targets_fea623f.csv, H=1152 B=2"},
+      {Cell::ReLU, 1152, 3, DType::F32, 1.741, 4.100, "rnn_targets_fea623f.csv, H=1152 B=3"},
+      {Cell::ReLU, 1152, 4, DType::F32, 1.848, 4.494, "rnn_targets_fea623f.csv, H=1152 B=4"},
+      {Cell::ReLU, 1152, 8, DType::F32, 2.865, 6.997, "rnn_targets_fea623f.csv, H=1152 B=8"},
       {Cell::ReLU, 2048, 4, DType::F32, 5.263, 11.716, "ab/lengths_new_1.csv, H=2048 B=4"},
       {Cell::LSTM, 1024, 4, DType::F32, 5.254, 15.982,
        "cells_targets32_2c511a9.csv, lstm H=1024 B=4"},
