@@ -234,7 +234,7 @@ constexpr double kExchangeCycles = 1000;
 // (rnn_lab.csv), H=2048 B=4 5.26 µs/step.
 constexpr double kDirectFixedCycles = 1050;
 constexpr double kDirectTailCycles = 1800;
-// The warp-rows kernel (vanilla cells, B ≤ 8; warp_rows_kernel.cuh): the poll, the group's
+// The warp-rows kernel (vanilla cells, B ≤ 12; warp_rows_kernel.cuh): the poll, the group's
 // barrier, the warp's shuffle all-reduce, the finishing lane's cell and stores, the publish, in
 // one chain per step. Fitted by hand, with kWarpRowsL2BytesPerSmPerCycle below, to ReLU f32
 // H=1152 B = 1..8 (rnn_targets_fea623f.csv: forward 1.30 / 1.50 / 1.74 / 1.85 at B = 1..4,

@@ -206,6 +206,7 @@ inline constexpr WarpRowsShape kWarpRowsShapes[] = {
     {4, 1, 128, 4},  {8, 1, 128, 8},  {12, 1, 128, 6}, {12, 1, 128, 4}, {4, 1, 256, 4},
     {8, 1, 256, 8},  {12, 1, 256, 6}, {12, 1, 256, 4}, {4, 1, 384, 4},  {8, 1, 384, 8},
     {12, 1, 384, 6}, {12, 1, 384, 4}, {4, 2, 256, 4},  {8, 2, 256, 4},  {12, 2, 384, 4},
+    {12, 3, 384, 4},
 };
 inline constexpr int kWarpRowsShapeCount =
     static_cast<int>(sizeof(kWarpRowsShapes) / sizeof(kWarpRowsShapes[0]));
@@ -215,13 +216,13 @@ constexpr std::size_t warp_rows_smem_bytes(const WarpRowsShape& s, int groups) {
   return std::size_t{2} * static_cast<std::size_t>(groups) *
          static_cast<std::size_t>(s.batch_per_warp * s.records_per_lane) * 32 * 16;
 }
-// The batches it takes: up to 4 batch groups (one chain per step each) of one or two batch
-// elements per warp (the shapes' batch_per_warp), so a warp per batch element up to B = 4 and
-// two from B = 5: measured faster than the FMA direct shapes there (bench/persistent/NOTES.md,
-// "Rows per warp" and "Two batch elements per warp from B = 5"). Beyond, the CTA's warps
-// outgrow the registers.
+// The batches it takes: up to 4 batch groups (one chain per step each) of one to three batch
+// elements per warp (the shapes' batch_per_warp), so a warp per batch element up to B = 4, two
+// from B = 5 and three from B = 9 (kRec = 12 only): measured faster than the FMA direct shapes
+// there (bench/persistent/NOTES.md, "Rows per warp", "Two batch elements per warp from B = 5"
+// and "Three from B = 9"). Beyond, the CTA's warps outgrow the registers.
 inline constexpr int kWarpRowsMaxGroups = 4;
-inline constexpr int kWarpRowsMaxBatchPerWarp = 2;
+inline constexpr int kWarpRowsMaxBatchPerWarp = 3;
 inline constexpr int kWarpRowsMaxBatch = kWarpRowsMaxGroups * kWarpRowsMaxBatchPerWarp;
 
 struct Tiling {
@@ -275,8 +276,8 @@ struct Tiling {
 // where none does (H > 1152), at every batch, and only with both passes on them.
 // Unless warp_rows is false, vanilla layers of batch ≤ kWarpRowsMaxBatch whose records fit a
 // warp-rows shape run both passes on it (W = the fewest record warps per CTA that fit the SMs;
-// G = B batch groups of one batch element per warp up to B = 4, else G = ceil(B / 2) of two);
-// the FMA shape stays the fallback.
+// BB = ceil(B / 4) batch elements per warp, G = ceil(B / BB) batch groups); the FMA shape stays
+// the fallback.
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
             TensorCores tensor_cores = TensorCores::ForwardBackward, bool warp_rows = true);
 

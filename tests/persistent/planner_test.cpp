@@ -62,9 +62,10 @@ TEST(Planner, ReluH1152FitsInRegisters) {
 }
 
 // Warp rows take one batch element per warp up to B = 4 (G = B batch groups), two from B = 5
-// (G = ceil(B / 2)) up to B = 8; W = ceil(records / SMs) record warps per group; the shape with
-// the fewest records per lane, then the smallest launch bound, then the fewest polled slots that
-// serve W (4 of kRec = 12 from W = 3, 6 at W = 2); beyond B = 8 the FMA shape.
+// (G = ceil(B / 2)) up to B = 8, three (kRec = 12 shapes only) up to B = 12; W = ceil(records /
+// SMs) record warps per group; the shape with the fewest records per lane, then the smallest
+// launch bound, then the fewest polled slots that serve W (4 of kRec = 12 from W = 3, 6 at
+// W = 2); beyond B = 12, or where no shape holds three, the FMA shape.
 TEST(Planner, WarpRowsBatchGroups) {
   using persistent::kWarpRowsShapes;
   struct Case {
@@ -76,7 +77,8 @@ TEST(Planner, WarpRowsBatchGroups) {
       {1152, 5, 2, 3, 3, 288, 128, 12, 4}, {1152, 8, 2, 4, 3, 384, 128, 12, 4},
       {1000, 2, 1, 2, 3, 192, 112, 12, 4}, {800, 4, 1, 4, 3, 384, 89, 12, 4},
       {780, 1, 1, 1, 2, 64, 130, 12, 6},   {700, 6, 2, 3, 2, 192, 117, 8, 4},
-      {100, 7, 2, 4, 1, 128, 34, 4, 4},
+      {100, 7, 2, 4, 1, 128, 34, 4, 4},    {1152, 9, 3, 3, 3, 288, 128, 12, 4},
+      {1152, 12, 3, 4, 3, 384, 128, 12, 4},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "H=" << c.H << " B=" << c.B);
@@ -94,7 +96,8 @@ TEST(Planner, WarpRowsBatchGroups) {
     EXPECT_EQ(t.warp_rows_ctas, c.ctas);
     EXPECT_GE(c.per_warp * t.warp_rows_groups, c.B);
   }
-  EXPECT_EQ(persistent::tile(1, 1152, 9, 132, DType::F32).warp_rows, -1);
+  EXPECT_EQ(persistent::tile(1, 1152, 13, 132, DType::F32).warp_rows, -1);
+  EXPECT_EQ(persistent::tile(1, 700, 9, 132, DType::F32).warp_rows, -1);  // no kRec = 8 shape
   EXPECT_EQ(persistent::tile(1, 1153, 4, 132, DType::F32).warp_rows, -1);
 }
 

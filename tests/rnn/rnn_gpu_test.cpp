@@ -98,6 +98,12 @@ std::vector<RnnCase> cases() {
     q.lengths = {60, 1, 57, 30, 60, 2, 33};
     v.push_back(q);
   }
+  v.push_back({Cell::ReLU, 333, 11, 32, 1152, 1, false, true});  // warp rows, 3 per warp
+  {
+    RnnCase q{Cell::Tanh, 60, 9, 8, 1000, 1, true, true};  // 3 per warp, lengths, both directions
+    q.lengths = {60, 1, 57, 30, 60, 2, 33, 59, 12};
+    v.push_back(q);
+  }
   v.push_back({Cell::Tanh, 60, 2, 8, 1152, 2, true, true});     // B = 2, H = 1152, stacked
   v.push_back({Cell::Tanh, 333, 16, 8, 1152, 1, false, true});  // B = 16
   v.push_back({Cell::ReLU, 333, 4, 16, 2048, 1, false, true});  // H = 2048, long
