@@ -250,13 +250,12 @@ __device__ __forceinline__ void store_forward_unit(const Params& p, int s, std::
 }
 
 // Both: the unit's step and its stores. Returns h_t, the value the unit publishes.
-template <int NG, class Act = gemm_rnn::RuntimeActivation>
+template <int NG>
 __device__ __forceinline__ float finish_forward_unit(const Params& p, int s, std::int64_t t,
                                                      std::int64_t t_prev, bool first, int b,
                                                      int row, const float (&u)[NG], float st,
                                                      const float (&mv)[NG], float bias, bool pad) {
-  const UnitStep<NG> r =
-      compute_forward_unit<NG, Act>(p, t_prev, first, b, row, u, st, mv, bias, pad);
+  const UnitStep<NG> r = compute_forward_unit<NG>(p, t_prev, first, b, row, u, st, mv, bias, pad);
   store_forward_unit<NG>(p, s, t, b, row, r, pad);
   return r.h;
 }

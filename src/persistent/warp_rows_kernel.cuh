@@ -217,8 +217,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
     }
 
     // Lane i finishes batch element bg + G·i (i a constant in each branch: no indexed registers):
-    // its 3 units' values and the record. The step's other stores wait until after the record.
-    float v[kR3] = {}, dp[kR3] = {}, carry_h[kR3] = {};
+    // its 3 units' values (backward: dQ = dP) and the record. The step's other stores wait until
+    // after the record.
+    float v[kR3] = {}, carry_h[kR3] = {};
 #pragma unroll
     for (int i = 0; i < BB; ++i) {
       if (lane != i || !finisher) continue;
@@ -236,7 +237,6 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
           const BackwardUnitOut<1> o =
               compute_backward_unit<1, Act>(p, bin[c], acc[c * BB + i], f_pad);
           v[c] = live ? o.dq[0] : 0.0f;
-          dp[c] = o.dp[0];
           carry_h[c] = o.carry_h;
         }
       }
@@ -258,17 +258,16 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
         return r;
       };
       const float sv = pick(v);
-      const float sdp = kFwd ? 0.0f : pick(dp);
       const float sch = kFwd || !kLengths ? 0.0f : pick(carry_h);
+      const bool spad = __shfl_sync(kAll, static_cast<int>(f_pad), si) != 0;  // lane si finishes sb
       if (rec_k < K && si < BB && sb < B && srow < H) {
-        const bool spad = kLengths && t >= p.lengths[sb];
         if constexpr (kFwd) {
           UnitStep<1> r{};
           r.h = sv;
           store_forward_unit<1>(p, s, t, sb, srow, r, spad);
         } else {
           BackwardUnitOut<1> o{};
-          o.dp[0] = sdp;
+          o.dp[0] = sv;
           o.carry_h = sch;
           store_backward_unit<1, kLengths>(p, t, sb, srow, o);
         }

@@ -195,8 +195,8 @@ std::vector<RnnCase> cases() {
 // of several layers, both directions or sequence lengths (several launches per call) also run
 // with "0", each call's launches enqueued directly.
 // warp_rows: the PRNN_PERSISTENT_WARP_ROWS of the run ("": the tiling's choice). The vanilla
-// cases the warp-rows kernel takes (B ≤ 8, H ≤ 1152) also run with "0", on the FMA direct
-// shapes, so that both kernels keep their cases at those batches.
+// cases the warp-rows kernel may take (B ≤ kWarpRowsMaxBatch, H ≤ 1152) also run with "0", on
+// the FMA direct shapes, so that both kernels keep their cases at those batches.
 struct GpuCase {
   RnnAlgo algo = RnnAlgo::Persistent;
   RnnCase c;
@@ -531,13 +531,15 @@ INSTANTIATE_TEST_SUITE_P(Issue, RnnGrid, ::testing::ValuesIn(grid()), grid_name)
 
 // A CTA stalled past the wait bound: the others time out, every CTA leaves, check() throws
 // RuntimeError, for the forward and then the backward data; a new Rnn on the same GPU then runs
-// correctly. Twice for the warp-rows kernel (tanh, fp32: B = 3, one batch element per warp; B = 6
-// at H = 1152, two), once for the FMA kernels (B = 9) and once for the tensor-core kernels (LSTM,
-// bf16: H = 1152, the largest shape).
+// correctly. Three times for the warp-rows kernel (tanh, fp32: B = 3, one batch element per warp;
+// B = 6 and 11 at H = 1152, two and three), once for the FMA kernels (B = 9 at H = 600, which no
+// three-per-warp shape holds) and once for the tensor-core kernels (LSTM, bf16: H = 1152, the
+// largest shape).
 TEST(RnnGpuSafety, StalledCtaBecomesRuntimeError) {
   ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
   const RnnCase cases[] = {{Cell::Tanh, 64, 3, 5, 600, 1, false, true},
                            {Cell::Tanh, 64, 6, 5, 1152, 1, false, true},
+                           {Cell::Tanh, 64, 11, 5, 1152, 1, false, true},
                            {Cell::Tanh, 64, 9, 5, 600, 1, false, true},
                            {Cell::LSTM, 64, 4, 5, 1152, 1, false, true, DType::BF16},
                            {Cell::LSTM, 16, 4, 5, 2048, 1, false, true, DType::BF16}};
