@@ -286,7 +286,6 @@ void GemmRnn::launch_persistent(persistent::Pass pass, persistent::Params p, cud
   p.stall_step = knobs_.stall_step;
   p.stall_ns = knobs_.stall_ns;
   p.finish_barrier = tiling_.finish_barrier;
-  p.warp_records = tiling_.warp_rows_records;
   persistent::launch(pass, tiling_, p, s);
 }
 

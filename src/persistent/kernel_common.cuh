@@ -65,6 +65,48 @@ __device__ __forceinline__ void unpack16(unsigned v, float& lo, float& hi) {
   }
 }
 
+// c ? a : b on values (a plain ?: on array elements can become a select of addresses, which
+// moves the array to local memory).
+__device__ __forceinline__ float select(bool c, float a, float b) {
+  float r;
+  asm("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %3, 0;\n\tselp.f32 %0, %1, %2, q;\n\t}"
+      : "=f"(r)
+      : "f"(a), "f"(b), "r"(static_cast<int>(c)));
+  return r;
+}
+
+// One halving exchange of a warp reduce-scatter over lanes `kOffset` apart: the lane with that
+// bit set keeps the upper kHalf entries (summed with its partner's), the other the lower ones;
+// both end in v[0, kHalf).
+template <int kOffset, int kHalf, int NP>
+__device__ __forceinline__ void halve(float (&v)[NP], int lane) {
+  const bool upper = (lane & kOffset) != 0;
+#pragma unroll
+  for (int i = 0; i < kHalf; ++i) {
+    const float send = select(upper, v[i], v[i + kHalf]);
+    const float keep = select(upper, v[i + kHalf], v[i]);
+    v[i] = keep + __shfl_xor_sync(0xFFFFFFFFu, send, kOffset);
+  }
+}
+
+// The warp sums of P partial sums (P a power of two, 4..32): log2(P) halvings, then butterflies
+// over the remaining lane bits. Returns, in every lane l, the warp sum of entry l / (32 / P): each
+// entry ends in 32 / P neighbouring lanes. A fixed tree of additions: deterministic. P − 1 + log2
+// (32 / P) shuffles, against 5·P for a butterfly of every entry.
+template <int P>
+__device__ __forceinline__ float warp_sum_scatter(float (&v)[P], int lane) {
+  static_assert(P == 4 || P == 8 || P == 16 || P == 32, "P in 4..32, a power of two");
+  halve<16, P / 2>(v, lane);
+  halve<8, P / 4>(v, lane);
+  if constexpr (P >= 8) halve<4, P / 8>(v, lane);
+  if constexpr (P >= 16) halve<2, P / 16>(v, lane);
+  if constexpr (P >= 32) halve<1, P / 32>(v, lane);
+  float x = v[0];
+#pragma unroll
+  for (int off = 16 / P; off > 0; off >>= 1) x += __shfl_xor_sync(0xFFFFFFFFu, x, off);
+  return x;
+}
+
 // Whether a wait begun at `start` may go on: false when an abort was requested (by this CTA or
 // another), or when the wait outlasts p.timeout_ns, which it reports (kStatusTimeout) and turns
 // into an abort of every CTA.
@@ -174,15 +216,39 @@ struct UnitStep {
   float h;
 };
 
+// A gated unit's biases, per gate, loaded once by a finisher that keeps its unit: LSTM
+// a[q] = b_ih + b_hh (the sum compute_forward_unit forms); GRU a[q] = b_ih, hh[q] = b_hh.
+template <int NG>
+struct GateBias {
+  float a[NG];
+  float hh[NG == 3 ? 3 : 1];
+};
+template <int NG>
+__device__ __forceinline__ GateBias<NG> load_gate_bias(const Params& p, int row) {
+  GateBias<NG> g{};
+#pragma unroll
+  for (int q = 0; q < NG; ++q) {
+    if constexpr (NG == 3) {
+      g.a[q] = p.b_ih[q * p.hidden + row];
+      g.hh[q] = p.b_hh[q * p.hidden + row];
+    } else {
+      g.a[q] = p.b_ih[q * p.hidden + row] + p.b_hh[q * p.hidden + row];
+    }
+  }
+  return g;
+}
+
 // The unit's step (row < H): the pre-activations from u, the matrix-vector sums mv and the
-// biases (vanilla: bias = b_ih + b_hh of the row, preloaded; gated cells read theirs), then the
-// cell (vanilla: the activation Act). pad: a padded step (sequence lengths), an identity step.
+// biases (vanilla: bias = b_ih + b_hh of the row, preloaded; gated cells read theirs, or take
+// them from `given`), then the cell (vanilla: the activation Act). pad: a padded step (sequence
+// lengths), an identity step.
 template <int NG, class Act = gemm_rnn::RuntimeActivation>
 __device__ __forceinline__ UnitStep<NG> compute_forward_unit(const Params& p, std::int64_t t_prev,
                                                              bool first, int b, int row,
                                                              const float (&u)[NG], float st,
                                                              const float (&mv)[NG], float bias,
-                                                             bool pad) {
+                                                             bool pad,
+                                                             const GateBias<NG>* given = nullptr) {
   const int H = p.hidden, B = p.batch;
   UnitStep<NG> r{};
   // Padded (vanilla, LSTM): h_prev, which this thread stored one step earlier.
@@ -199,7 +265,9 @@ __device__ __forceinline__ UnitStep<NG> compute_forward_unit(const Params& p, st
   } else if constexpr (NG == 4) {
 #pragma unroll
     for (int q = 0; q < 4; ++q)
-      r.a[q] = u[q] + mv[q] + (__ldg(p.b_ih + q * H + row) + __ldg(p.b_hh + q * H + row));
+      r.a[q] = u[q] + mv[q] +
+               (given != nullptr ? given->a[q]
+                                 : __ldg(p.b_ih + q * H + row) + __ldg(p.b_hh + q * H + row));
     gemm_rnn::lstm_forward(r.a, st, r.c, r.h);
     if (pad) {
       r.c = st;
@@ -208,8 +276,8 @@ __device__ __forceinline__ UnitStep<NG> compute_forward_unit(const Params& p, st
   } else {
 #pragma unroll
     for (int q = 0; q < 3; ++q) {
-      r.a[q] = u[q] + __ldg(p.b_ih + q * H + row);
-      r.a_hh[q] = mv[q] + __ldg(p.b_hh + q * H + row);
+      r.a[q] = u[q] + (given != nullptr ? given->a[q] : __ldg(p.b_ih + q * H + row));
+      r.a_hh[q] = mv[q] + (given != nullptr ? given->hh[q] : __ldg(p.b_hh + q * H + row));
     }
     r.h = pad ? st : gemm_rnn::gru_forward(r.a, r.a_hh, st);
   }

@@ -108,6 +108,42 @@ void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_
       9 * s.records_per_lane, groups, groups == 1 ? "" : "s", w);
 }
 
+// The gated warp-rows forward (tiling.h) for GRU / LSTM layers at B ≤ kGatedWarpRowsMaxBatch
+// whose records need 2 or 3 warps per SM: BB = the batch rounded up to 1, 2 or 4; Wr = the fewest
+// records per CTA that fit the SMs; the fewest polled slots that serve Wr·NG warps, then the
+// smallest launch bound that takes them (the most registers). The
+// backward's kernel (and its description) stays.
+void pick_gated_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_count) {
+  if (batch > kGatedWarpRowsMaxBatch || records > std::int64_t{32} * kGatedWarpRowsRecords) return;
+  const std::int64_t wr = (records + sm_count - 1) / sm_count;
+  if (wr < kGatedWarpRowsMinRecordWarps || wr > kGatedWarpRowsMaxRecordWarps) return;
+  const int bb = batch <= 1 ? 1 : batch <= 2 ? 2 : 4;
+  const std::int64_t warps = wr * t.gates;
+  const std::int64_t slots = (kGatedWarpRowsRecords + warps - 1) / warps;
+  int best = -1;
+  for (int i = 0; i < kGatedWarpRowsShapeCount; ++i) {
+    const GatedWarpRowsShape& s = kGatedWarpRowsShapes[i];
+    if (s.gates != t.gates || s.batch_per_warp != bb || s.own_slots < slots ||
+        32 * warps > s.max_threads)
+      continue;
+    const GatedWarpRowsShape* b = best < 0 ? nullptr : &kGatedWarpRowsShapes[best];
+    if (b == nullptr || s.own_slots < b->own_slots ||
+        (s.own_slots == b->own_slots && s.max_threads < b->max_threads))
+      best = i;
+  }
+  if (best < 0) return;
+  t.gated_warp_rows = best;
+  t.gated_warp_rows_records = static_cast<int>(wr);
+  t.gated_warp_rows_ctas = static_cast<int>((records + wr - 1) / wr);
+  t.gated_warp_rows_threads = static_cast<int>(32 * warps);
+  t.reason = fmt::format(
+      "forward on gated warp rows: {} CTAs x {} threads, each warp one gate's rows of 3 hidden "
+      "units for the whole batch ({} element{} per warp), {} f32 weights per thread in "
+      "registers; backward: {}",
+      t.gated_warp_rows_ctas, t.gated_warp_rows_threads, bb, bb == 1 ? "" : "s",
+      9 * kGatedWarpRowsRecords, t.reason);
+}
+
 }  // namespace
 
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
@@ -199,6 +235,7 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
     pick_tensor_core(t, hidden, batch, sm_count, weights,
                      tensor_cores == TensorCores::ForwardBackward);
   if (warp_rows && gates == 1 && t.shape >= 0) pick_warp_rows(t, h_records, batch, sm_count);
+  if (warp_rows && gates != 1 && t.runs()) pick_gated_warp_rows(t, h_records, batch, sm_count);
   return t;
 }
 
@@ -241,6 +278,10 @@ constexpr double kDirectTailCycles = 1800;
 // 2.39–2.87 at B = 5..8; forward + backward 2.87 / 3.45 / 4.10 / 4.49, 5.56–7.00 µs/step): the
 // model is 0.95–1.07× the forward and 1.00–1.11× forward + backward there.
 constexpr double kWarpRowsFixedCycles = 1100;
+// The gated warp-rows forward (gated_warp_rows_kernel.cuh): the vanilla chain plus a second
+// barrier, the gate warps' sums through shared memory and the gated cell's math. A first
+// estimate, to be fitted to measurements.
+constexpr double kGatedWarpRowsFixedCycles = 1600;
 // The staged FMA kernels (gated cells with FMA weights): the staging's polls, its barrier, the
 // reduction's barrier, the finishers' gate math, the publish. From the gated f32 steps at B = 1..32
 // (cells_figure3.csv: LSTM H=1024 3.61 at B = 1, 5.81 at B = 4; GRU H=1152 2.98, 4.71) and the
@@ -341,6 +382,25 @@ std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, std::int6
            0.0}};
 }
 
+// The one chunk of the gated warp-rows forward (tiling t): a lane issues, per batch element of
+// its BB, 9·kRec FMAs and kRec shared-memory loads, and about 4 instructions per entry of its
+// reduce-scatter; every warp reads all the step's records from shared memory (BB·kRec·512 bytes
+// a warp) and the CTA reads each from L2 once.
+std::vector<ChunkCycles> gated_warp_rows_chunks(const persistent::Tiling& t, std::int64_t records,
+                                                std::int64_t batch) {
+  const persistent::GatedWarpRowsShape& s =
+      persistent::kGatedWarpRowsShapes[t.gated_warp_rows];
+  const std::int64_t bb = s.batch_per_warp, rec = persistent::kGatedWarpRowsRecords;
+  const std::int64_t sums = persistent::kUnitsPerRecord * bb;
+  const std::int64_t padded = sums <= 4 ? 4 : sums <= 8 ? 8 : 16;
+  const double instructions = static_cast<double>(10 * rec * bb + 4 * padded);
+  const double warps = static_cast<double>(t.gated_warp_rows_threads) / 32.0;
+  const double shared = warps * static_cast<double>(bb * rec * 512) / kSharedBytesPerSmPerCycle;
+  return {{kGatedWarpRowsFixedCycles,
+           std::max(kIssueCycles * instructions * std::max(1.0, warps / kSchedulersPerSm), shared),
+           static_cast<double>(batch * records * 16) / kWarpRowsL2BytesPerSmPerCycle, 0.0}};
+}
+
 // The chunks of one pass of tensor-core shape s (tensor_core_kernel.cuh) at `ctas` CTAs. A warp
 // issues, per chunk of nb ≤ 8·NT, KT · ceil(NG·R/16) mma per product (one when nb ≤ 4 packs hi
 // and lo into one n tile, else two per n tile: the forward all NT, the backward the chunk's) and
@@ -396,7 +456,12 @@ void predict_passes(PersistentPlan& p, const persistent::Tiling& t, std::int64_t
   if (!t.runs()) return;
   for (const bool forward : {true, false}) {
     PassCost& cost = forward ? p.forward : p.backward_data;
-    if (t.warp_rows >= 0) {
+    if (forward && t.gated_warp_rows >= 0) {
+      cost = pass_cost(
+          "gated warp rows", batch,
+          gated_warp_rows_chunks(t, ceil_div(hidden, persistent::kUnitsPerRecord), batch),
+          cycles_per_us);
+    } else if (t.warp_rows >= 0) {
       cost = pass_cost("warp rows", batch,
                        warp_rows_chunks(t, ceil_div(hidden, persistent::kUnitsPerRecord), batch),
                        cycles_per_us);

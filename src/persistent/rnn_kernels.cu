@@ -37,6 +37,7 @@
 #include "core/cuda_check.h"
 #include "gemm_rnn/activation.cuh"
 #include "gemm_rnn/gates.cuh"
+#include "persistent/gated_warp_rows_kernel.cuh"
 #include "persistent/kernel_common.cuh"
 #include "persistent/rnn_kernels.h"
 #include "persistent/tensor_core_kernel.cuh"
@@ -48,32 +49,6 @@ namespace prnn::persistent {
 namespace {
 
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
-
-// c ? a : b on values (a plain ?: on array elements can become a select of addresses, which
-// moves the array to local memory).
-__device__ __forceinline__ float select(bool c, float a, float b) {
-  float r;
-  asm("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %3, 0;\n\tselp.f32 %0, %1, %2, q;\n\t}"
-      : "=f"(r)
-      : "f"(a), "f"(b), "r"(static_cast<int>(c)));
-  return r;
-}
-
-// Warp reduce-scatter of NP partial sums (NP a multiple of 8): three halving exchanges leave
-// lane l with the 8-lane sums of chunk c = (l >> 2) & 7 (entries [c·NP/8, (c+1)·NP/8) of the
-// input), then two butterflies finish the warp sum in lanes with (l & 3) == 0.
-// One halving exchange over lanes `kOffset` apart: the lane with that bit set keeps the upper
-// kHalf entries (summed with its partner's), the other the lower ones; both end in v[0, kHalf).
-template <int kOffset, int kHalf, int NP>
-__device__ __forceinline__ void halve(float (&v)[NP], int lane) {
-  const bool upper = (lane & kOffset) != 0;
-#pragma unroll
-  for (int i = 0; i < kHalf; ++i) {
-    const float send = select(upper, v[i], v[i + kHalf]);
-    const float keep = select(upper, v[i + kHalf], v[i]);
-    v[i] = keep + __shfl_xor_sync(kFullMask, send, kOffset);
-  }
-}
 
 // Warp reduce-scatter of NP partial sums (NP a multiple of 8): three halving exchanges leave
 // lane l with the 8-lane sums of chunk c = (l >> 2) & 7 (entries [c·NP/8, (c+1)·NP/8) of the
@@ -488,6 +463,18 @@ struct WarpRowsKernel {
   }
 };
 
+// The gated warp-rows forward, one kernel per shape (sequence lengths are checked at run time:
+// one load per finishing lane and step).
+template <std::size_t... I>
+KernelFn pick_gated_warp_rows(int shape, std::index_sequence<I...>) {
+  constexpr KernelFn fns[] = {
+      &gated_warp_rows_forward_kernel<kGatedWarpRowsShapes[I].gates, kGatedWarpRowsRecords,
+                                      kGatedWarpRowsShapes[I].batch_per_warp,
+                                      kGatedWarpRowsShapes[I].own_slots,
+                                      kGatedWarpRowsShapes[I].max_threads>...};
+  return fns[shape];
+}
+
 // Family Of's kernel for shape `shape` (of N), with or without lengths, for `pass`: one table
 // per (lengths, pass) over the family's shapes.
 template <template <int, bool, Pass> class Of, bool L, Pass P, std::size_t... I>
@@ -510,9 +497,20 @@ struct LaunchShape {
   KernelFn fn = nullptr;
   int ctas = 0, threads = 0;
   std::size_t smem_bytes = 0;
+  int warp_records = 0;  // the warp-rows kernels' records per batch group
 };
 
 LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation act) {
+  if (tiling.gated_warp_rows >= 0 && pass == Pass::Forward) {
+    if (tiling.gated_warp_rows >= kGatedWarpRowsShapeCount)
+      throw InternalError("persistent kernel: no gated warp-rows shape " +
+                          std::to_string(tiling.gated_warp_rows));
+    return {pick_gated_warp_rows(tiling.gated_warp_rows,
+                                 std::make_index_sequence<kGatedWarpRowsShapeCount>{}),
+            tiling.gated_warp_rows_ctas, tiling.gated_warp_rows_threads,
+            gated_warp_rows_smem_bytes(kGatedWarpRowsShapes[tiling.gated_warp_rows]),
+            tiling.gated_warp_rows_records};
+  }
   if (tiling.warp_rows >= 0) {
     if (tiling.warp_rows >= kWarpRowsShapeCount)
       throw InternalError("persistent kernel: no warp-rows shape " +
@@ -520,7 +518,8 @@ LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation
     const int index = tiling.warp_rows * kActivationCount + static_cast<int>(act);
     return {pick<WarpRowsKernel, kWarpRowsShapeCount * kActivationCount>(index, lengths, pass),
             tiling.warp_rows_ctas, tiling.warp_rows_threads,
-            warp_rows_smem_bytes(kWarpRowsShapes[tiling.warp_rows], tiling.warp_rows_groups)};
+            warp_rows_smem_bytes(kWarpRowsShapes[tiling.warp_rows], tiling.warp_rows_groups),
+            tiling.warp_rows_records};
   }
   if (tiling.tensor_core >= 0 && (pass == Pass::Forward || tiling.tensor_core_backward)) {
     if (tiling.tensor_core >= kTensorCoreShapeCount)
@@ -578,6 +577,7 @@ std::string prepare(Pass pass, const Tiling& tiling, Activation act, int device)
 void launch(Pass pass, const Tiling& tiling, const Params& params, cudaStream_t stream) {
   const LaunchShape k = kernel_for(pass, tiling, params.lengths != nullptr, params.act);
   Params p = params;
+  p.warp_records = k.warp_records;
   void* args[] = {&p};
   PRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(k.fn),
                                               dim3(static_cast<unsigned>(k.ctas)),

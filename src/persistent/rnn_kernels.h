@@ -93,7 +93,7 @@ struct Params {
   std::uint64_t timeout_ns = 0;
   // FMA kernels: a CTA barrier after each chunk's finishers (Tiling::finish_barrier).
   bool finish_barrier = false;
-  // Warp-rows kernel: record warps per batch group of a CTA (Tiling::warp_rows_records).
+  // Warp-rows kernels: record warps per batch group of a CTA (set by launch() from the tiling).
   std::int32_t warp_records = 0;
   // Debug knob: CTA stall_cta sleeps stall_ns before processing step stall_step (-1: off).
   std::int32_t stall_cta = -1, stall_step = 0;

@@ -194,9 +194,10 @@ std::vector<RnnCase> cases() {
 // graphs: the PRNN_PERSISTENT_GRAPHS of the run ("": graphs, the default). The persistent cases
 // of several layers, both directions or sequence lengths (several launches per call) also run
 // with "0", each call's launches enqueued directly.
-// warp_rows: the PRNN_PERSISTENT_WARP_ROWS of the run ("": the tiling's choice). The vanilla
-// cases the warp-rows kernel may take (B ≤ kWarpRowsMaxBatch, H ≤ 1152) also run with "0", on
-// the FMA direct shapes, so that both kernels keep their cases at those batches.
+// warp_rows: the PRNN_PERSISTENT_WARP_ROWS of the run ("": the tiling's choice). The cases the
+// warp-rows kernels may take (vanilla B ≤ kWarpRowsMaxBatch, gated B ≤ kGatedWarpRowsMaxBatch,
+// H ≤ 1152) also run with "0", on the FMA (or tensor-core) shapes, so that every kernel keeps
+// its cases at those batches.
 struct GpuCase {
   RnnAlgo algo = RnnAlgo::Persistent;
   RnnCase c;
@@ -228,10 +229,12 @@ std::vector<GpuCase> gpu_cases() {
   for (const RnnCase& c : cases())
     if (c.L > 1 || c.bidirectional || !c.lengths.empty())
       v.push_back({RnnAlgo::Persistent, c, "1", "", "0"});
-  for (const RnnCase& c : cases())
-    if ((c.cell == Cell::ReLU || c.cell == Cell::ClippedReLU || c.cell == Cell::Tanh) &&
-        c.B <= persistent::kWarpRowsMaxBatch && c.H <= 1152)
+  for (const RnnCase& c : cases()) {
+    const bool gated = c.cell == Cell::GRU || c.cell == Cell::LSTM;
+    if (c.H <= 1152 && c.B <= (gated ? persistent::kGatedWarpRowsMaxBatch
+                                     : persistent::kWarpRowsMaxBatch))
       v.push_back({RnnAlgo::Persistent, c, "1", "", "", "0"});
+  }
   return v;
 }
 

@@ -1,0 +1,224 @@
+// The gated warp-rows forward: GRU (NG = 3) and LSTM (NG = 4), one layer direction (contract in
+// rnn_kernels.h), for the small batches where a step is one chain of latencies. The vanilla
+// warp-rows design (warp_rows_kernel.cuh: every warp owns whole rows, so no partial sums cross
+// warps within a gate) with a record's NG·3 rows split by gate over NG warps.
+//   Forward:  P_t = u_t + W_hh h_prev + biases (NG rows per unit), then the cell: LSTM c_t, h_t;
+//             GRU h_t (kernel_common.cuh: the finisher, every store of the reserve)
+// Layout:   as rnn_kernels.cu: W_hh [NG·H, H] row-major (gate q of unit j is row q·H + j);
+//           pre [T, B, NG·H]; exchange: two buffers (step parity) of [B, K] records,
+//           K = ceil(H/3), record (b, k) = {h[b][3k], h[b][3k+1], h[b][3k+2], tag}, 0 past H.
+// Launch:   cooperative, tiling.gated_warp_rows_ctas CTAs (≤ one per SM) of Wr·NG warps, Wr =
+//           p.warp_records: warp w of CTA c owns record k = c·Wr + w % Wr and gate q = w / Wr,
+//           i.e. rows q·H + 3k + r (r < 3) of W_hh; lane l holds the columns of records
+//           l + 32·j, j < kRec: 9·kRec fp32 weights in registers (16-bit weights widened once,
+//           exactly). Every warp takes the whole batch, BB ≥ B elements.
+// Step:     the CTA's warps poll a share each of the step's records (slots j ≡ w (mod Wr·NG), at
+//           most kOwn per batch element; one 16-byte load each, the stale ones reloaded, all in
+//           flight) into shared memory; barrier 1 (all warps; it ORs their failures); each warp
+//           its 9·kRec·BB FMAs and a warp reduce-scatter of its 3·BB sums (fixed order:
+//           deterministic). The warps of gates 1..NG−1 leave theirs in shared memory and arrive
+//           at barrier 2 without waiting (they go on to the next step's poll); the gate-0 warps
+//           wait there, and lane 3i + c finishes unit c of batch element i: the cell with the NG
+//           sums (biases kept in registers), the record of batch element i gathered into lane 3i
+//           by shuffles and published, then every store of the unit (kernel_common.cuh).
+// On chip:  the weights in registers; shared memory [2 (step parity)][BB][kRec][32] records
+//           (dynamic) and [Wr][NG − 1][3·BB] sums.
+// Sync:     none besides the tagged records and the CTA's two named barriers. Two record buffers
+//           suffice: a warp publishes step s only after its CTA read all of step s−1, whose
+//           producers published it only after reading all of step s−2. The sums need one: a
+//           gate warp writes step s + 1's only after barrier 1 of step s + 1, which the gate-0
+//           warps reach after reading step s's.
+// Limits:   ceil(H/3) ≤ 32·kRec; B ≤ BB; ceil(kRec / (Wr·NG)) ≤ kOwn; 32·Wr·NG ≤ kMaxThreads; Wr ≤
+//           kGatedWarpRowsMaxRecordWarps; every wait bounded by timeout_ns (then kStatusTimeout:
+//           the warp still meets the CTA at barrier 1, which ORs the failures, and all leave).
+//           Included by rnn_kernels.cu only.
+#pragma once
+
+#include "persistent/kernel_common.cuh"
+
+namespace prnn::persistent {
+
+template <int NG, int kRec, int BB, int kOwn, int kMaxThreads>
+__global__ void __launch_bounds__(kMaxThreads, 1)
+    gated_warp_rows_forward_kernel(const Params p) {
+  static_assert(NG == 3 || NG == 4, "GRU or LSTM");
+  constexpr unsigned kAll = 0xFFFFFFFFu;
+  constexpr int kSums = kR3 * BB;  // sum e = 3i + r: row r of batch element i
+  constexpr int kP = kSums <= 4 ? 4 : kSums <= 8 ? 8 : kSums <= 16 ? 16 : 32;
+  constexpr int kSpread = 32 / kP;  // lanes that end with each sum
+  static_assert(kSums <= 32, "one lane per unit and batch element");
+  __shared__ unsigned s_epoch;
+  __shared__ int s_abort;
+  __shared__ float s_sums[kGatedWarpRowsMaxRecordWarps][NG - 1][kSums];
+  extern __shared__ float4 s_share[];  // [2][BB][kRec][32]
+
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int H = p.hidden, B = p.batch, K = (H + kR3 - 1) / kR3;
+  const int Wr = p.warp_records, nwarps = static_cast<int>(blockDim.x) / 32;
+  const int rr = warp % Wr, gate = warp / Wr;
+  const int rec_k = static_cast<int>(blockIdx.x) * Wr + rr;  // the record this warp's rows are of
+  const int row0 = rec_k * kR3;
+
+  // The weights: w[r][3j + c] is row gate·H + row0 + r, column 3·(lane + 32j) + c of W_hh;
+  // zeros outside.
+  float w[kR3][kR3 * kRec];
+#pragma unroll
+  for (int j = 0; j < kRec; ++j)
+#pragma unroll
+    for (int c = 0; c < kR3; ++c) {
+      const int col = kR3 * (lane + 32 * j) + c;
+#pragma unroll
+      for (int r = 0; r < kR3; ++r) {
+        const int row = row0 + r;
+        w[r][kR3 * j + c] =
+            col < H && row < H
+                ? p.w[(static_cast<std::int64_t>(gate) * H + row) * H + col]
+                : 0.0f;
+      }
+    }
+  begin_launch(p, &s_epoch, &s_abort);
+  __syncthreads();
+  const unsigned epoch = s_epoch;
+
+  // Lane 3i + c of a gate-0 warp finishes unit row0 + c of batch element i, every step.
+  const int f_b = lane / kR3, f_row = row0 + lane % kR3;
+  const bool finisher = gate == 0 && rec_k < K && lane < kSums && f_b < B && f_row < H;
+  const bool publisher = gate == 0 && rec_k < K && lane < kSums && lane % kR3 == 0 && f_b < B;
+  GateBias<NG> bias{};
+  if (finisher) bias = load_gate_bias<NG>(p, f_row);
+
+  for (int s = 0; s < p.steps; ++s) {
+    const std::int64_t t = static_cast<std::int64_t>(p.t_first) + static_cast<std::int64_t>(s) * p.t_step;
+    const std::int64_t t_prev = t - p.t_step;
+    const bool first = s == 0;
+    stall_if_asked(p, s);
+    const bool from_exchange = s > 0;
+    const bool has_source = from_exchange || p.h0 != nullptr;
+    const float4* src = p.exchange + static_cast<std::int64_t>((s - 1) & 1) * B * K;
+    float4* dst = p.exchange + static_cast<std::int64_t>(s & 1) * B * K;
+    const unsigned want = epoch + static_cast<unsigned>(s) - 1u;
+    const unsigned mine = epoch + static_cast<unsigned>(s);
+
+    // The finisher's inputs, loaded before the wait so that their latency hides in it.
+    const bool f_pad = finisher && p.lengths != nullptr && t >= p.lengths[f_b];
+    float u[NG] = {}, st = 0.0f;
+    if (finisher) load_forward_unit<NG>(p, t, t_prev, first, f_b, f_row, u, st);
+
+    float sum = 0.0f;  // the warp sum of entry lane / kSpread
+    if (has_source) {
+      // This warp's share of the step's records: slots j = warp + nwarps·m (m < kOwn) of every
+      // batch element; slot j is record lane + 32j (tag `want`; at s = 0 h0, untagged; past
+      // the end zeros that count as ready). All go to shared memory for every warp to read.
+      float4 own[BB][kOwn];
+#pragma unroll
+      for (int i = 0; i < BB; ++i)
+#pragma unroll
+        for (int m = 0; m < kOwn; ++m) {
+          const int j = warp + nwarps * m, k = lane + 32 * j;
+          own[i][m] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
+          if (j >= kRec || k >= K || i >= B) continue;
+          if (from_exchange) {
+            own[i][m] = load_record(src + static_cast<std::int64_t>(i) * K + k);
+          } else {
+            const float* h = p.h0 + static_cast<std::int64_t>(i) * H + k * kR3;
+            const int n = min(kR3, H - k * kR3);
+            own[i][m].x = h[0];
+            if (n > 1) own[i][m].y = h[1];
+            if (n > 2) own[i][m].z = h[2];
+          }
+        }
+      bool failed = false;
+      if (from_exchange) {
+        auto ready = [&] {
+          bool r = true;
+#pragma unroll
+          for (int i = 0; i < BB; ++i)
+#pragma unroll
+            for (int m = 0; m < kOwn; ++m) r &= tagged(own[i][m], want);
+          return __all_sync(kAll, r);
+        };
+        if (!ready()) {
+          const std::uint64_t start = global_ns();
+          for (unsigned spins = 1;; ++spins) {
+#pragma unroll
+            for (int i = 0; i < BB; ++i)
+#pragma unroll
+              for (int m = 0; m < kOwn; ++m) {
+                const int k = lane + 32 * (warp + nwarps * m);
+                if (!tagged(own[i][m], want))
+                  own[i][m] = load_record(src + static_cast<std::int64_t>(i) * K + k);
+              }
+            if (ready()) break;
+            if (spins % kSpinsPerCheck != 0) continue;
+            // One lane decides for the warp (keep_waiting reports a timeout once); a warp that
+            // gives up still meets the CTA at barrier 1.
+            if (!__shfl_sync(kAll, lane == 0 ? keep_waiting(start, p, &s_abort) : false, 0)) {
+              if (lane == 0) *static_cast<volatile int*>(&s_abort) = 1;
+              failed = true;
+              break;
+            }
+          }
+        }
+      }
+      float4* share = s_share + static_cast<std::int64_t>(s & 1) * BB * kRec * 32;
+#pragma unroll
+      for (int i = 0; i < BB; ++i)
+#pragma unroll
+        for (int m = 0; m < kOwn; ++m)
+          if (warp + nwarps * m < kRec) share[(i * kRec + warp + nwarps * m) * 32 + lane] = own[i][m];
+      // Barrier 1 ORs the warps' failures, so that the CTA leaves together.
+      unsigned any_failed;
+      asm volatile(
+          "{\n\t.reg .pred f, a;\n\tsetp.ne.u32 f, %1, 0;\n\t"
+          "bar.red.or.pred a, 1, %2, f;\n\tselp.u32 %0, 1, 0, a;\n\t}"
+          : "=r"(any_failed)
+          : "r"(static_cast<unsigned>(failed)), "r"(32 * nwarps)
+          : "memory");
+      if (any_failed != 0) break;
+      // Per sum, the terms in (record, column) order, then the reduce-scatter.
+      float acc[kP];
+#pragma unroll
+      for (int e = 0; e < kP; ++e) acc[e] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < BB; ++i)
+#pragma unroll
+        for (int j = 0; j < kRec; ++j) {
+          const float4 rec = share[(i * kRec + j) * 32 + lane];
+          const float hv[kR3] = {rec.x, rec.y, rec.z};
+#pragma unroll
+          for (int c = 0; c < kR3; ++c)
+#pragma unroll
+            for (int r = 0; r < kR3; ++r)
+              acc[kR3 * i + r] = fmaf(w[r][kR3 * j + c], hv[c], acc[kR3 * i + r]);
+        }
+      sum = warp_sum_scatter<kP>(acc, lane);
+      if (gate != 0) {
+        if (lane % kSpread == 0 && lane / kSpread < kSums) s_sums[rr][gate - 1][lane / kSpread] = sum;
+        asm volatile("bar.arrive 2, %0;" ::"r"(32 * nwarps) : "memory");
+      } else {
+        asm volatile("bar.sync 2, %0;" ::"r"(32 * nwarps) : "memory");
+      }
+    }
+    if (gate != 0) continue;
+
+    // Gate-0 warps: lane 3i + c finishes unit c of batch element i.
+    float mv[NG];
+    mv[0] = __shfl_sync(kAll, sum, (lane * kSpread) & 31);  // this lane's entry, e = lane
+#pragma unroll
+    for (int q = 1; q < NG; ++q) mv[q] = has_source && lane < kSums ? s_sums[rr][q - 1][lane] : 0.0f;
+    UnitStep<NG> r{};
+    if (finisher)
+      r = compute_forward_unit<NG>(p, t_prev, first, f_b, f_row, u, st, mv, 0.0f, f_pad, &bias);
+    const float h = finisher ? r.h : 0.0f;
+    const float h1 = __shfl_down_sync(kAll, h, 1), h2 = __shfl_down_sync(kAll, h, 2);
+    if (publisher && s + 1 < p.steps)
+      store_record(dst + static_cast<std::int64_t>(f_b) * K + rec_k,
+                   make_float4(h, h1, h2, __uint_as_float(mine)));
+    if (finisher) store_forward_unit<NG>(p, s, t, f_b, f_row, r, f_pad);
+  }
+
+  __syncthreads();
+  if (threadIdx.x == 0) end_launch(p, epoch);
+}
+
+}  // namespace prnn::persistent
