@@ -109,12 +109,15 @@ void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_
 }
 
 // The gated warp-rows forward (tiling.h) for GRU / LSTM layers at B ≤ kGatedWarpRowsMaxBatch
-// whose records need 2 or 3 warps per SM: BB = the batch rounded up to 1, 2 or 4; Wr = the fewest
+// whose records need 2 or 3 warps per SM (not where a 16-bit GRU has its tensor-core forward): BB = the batch rounded up to 1, 2 or 4; Wr = the fewest
 // records per CTA that fit the SMs; the fewest polled slots that serve Wr·NG warps, then the
 // smallest launch bound that takes them (the most registers). The
 // backward's kernel (and its description) stays.
 void pick_gated_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_count) {
   if (batch > kGatedWarpRowsMaxBatch || records > std::int64_t{32} * kGatedWarpRowsRecords) return;
+  // A 16-bit GRU's tensor-core forward (from B = 4) measured faster: H=1152 B=4 3.50 against
+  // 3.72 µs/step; the 16-bit LSTM's slower (4.10 against 3.75; bench/results/h200/ab/gwr1_*).
+  if (t.gates == 3 && t.tensor_core >= 0) return;
   const std::int64_t wr = (records + sm_count - 1) / sm_count;
   if (wr < kGatedWarpRowsMinRecordWarps || wr > kGatedWarpRowsMaxRecordWarps) return;
   const int bb = batch <= 1 ? 1 : batch <= 2 ? 2 : 4;
@@ -136,12 +139,22 @@ void pick_gated_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, i
   t.gated_warp_rows_records = static_cast<int>(wr);
   t.gated_warp_rows_ctas = static_cast<int>((records + wr - 1) / wr);
   t.gated_warp_rows_threads = static_cast<int>(32 * warps);
+  // The backward's description: the tensor-core one without its forward, else the FMA shape's.
+  std::string backward = t.reason;
+  if (t.tensor_core >= 0) {
+    const std::string both = "forward and backward on tensor cores: ", split = "; backward: ";
+    if (t.tensor_core_backward && backward.rfind(both, 0) == 0)
+      backward = "on tensor cores: " + backward.substr(both.size());
+    else if (const std::size_t at = backward.find(split); at != std::string::npos)
+      backward = backward.substr(at + split.size());
+  }
   t.reason = fmt::format(
       "forward on gated warp rows: {} CTAs x {} threads, each warp one gate's rows of 3 hidden "
       "units for the whole batch ({} element{} per warp), {} f32 weights per thread in "
-      "registers; backward: {}",
+      "registers; backward{}",
       t.gated_warp_rows_ctas, t.gated_warp_rows_threads, bb, bb == 1 ? "" : "s",
-      9 * kGatedWarpRowsRecords, t.reason);
+      9 * kGatedWarpRowsRecords,
+      (backward.rfind("on tensor cores", 0) == 0 ? " " : ": ") + backward);
 }
 
 }  // namespace
@@ -279,9 +292,13 @@ constexpr double kDirectTailCycles = 1800;
 // model is 0.95–1.07× the forward and 1.00–1.11× forward + backward there.
 constexpr double kWarpRowsFixedCycles = 1100;
 // The gated warp-rows forward (gated_warp_rows_kernel.cuh): the vanilla chain plus a second
-// barrier, the gate warps' sums through shared memory and the gated cell's math. A first
-// estimate, to be fitted to measurements.
-constexpr double kGatedWarpRowsFixedCycles = 1600;
+// barrier, the gate warps' sums through shared memory and the gated cell's math. Fitted by hand
+// to its LSTM and GRU steps at H = 1024, 1152, B = 1, 2, 4 (ab/gwr1_*: LSTM f32 H=1024 2.10 /
+// 2.96 / 3.98, bf16 H=1152 2.09 / 2.72 / 3.75 µs/step forward): the model is 0.97–1.15× the
+// fp32 steps and 0.84–0.97× the 16-bit ones (forward + backward 1.00–1.14×, 0.80–0.99×), whose
+// forward call spends 0.4–0.9 µs/step more outside the kernel than the model's TF32 input GEMM
+// (not modelled).
+constexpr double kGatedWarpRowsFixedCycles = 2200;
 // The staged FMA kernels (gated cells with FMA weights): the staging's polls, its barrier, the
 // reduction's barrier, the finishers' gate math, the publish. From the gated f32 steps at B = 1..32
 // (cells_figure3.csv: LSTM H=1024 3.61 at B = 1, 5.81 at B = 4; GRU H=1152 2.98, 4.71) and the

@@ -317,7 +317,8 @@ struct Tiling {
 // warp-rows shape run both passes on it (W = the fewest record warps per CTA that fit the SMs;
 // BB = ceil(B / 4) batch elements per warp, G = ceil(B / BB) batch groups); the FMA shape stays
 // the fallback. Likewise gated layers of batch ≤ kGatedWarpRowsMaxBatch whose records need 2 or
-// 3 per SM run the forward on the gated warp-rows kernel.
+// 3 per SM run the forward on the gated warp-rows kernel, except a 16-bit GRU that has its
+// tensor-core forward (B = 4: measured faster there).
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
             TensorCores tensor_cores = TensorCores::ForwardBackward, bool warp_rows = true);
 

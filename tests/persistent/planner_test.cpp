@@ -201,7 +201,10 @@ TEST(Planner, GatedCellsUseTheirKernelTiling) {
 // else on the FMA shape of the same tiling.
 TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
   using persistent::kTensorCoreShapes;
-  const persistent::Tiling lstm = persistent::tile(4, 1152, 4, 132, DType::BF16);
+  // Warp rows off (PRNN_PERSISTENT_WARP_ROWS=0): at B <= 4 they take the LSTM's forward
+  // (GatedWarpRowsForward below).
+  const persistent::Tiling lstm = persistent::tile(
+      4, 1152, 4, 132, DType::BF16, persistent::TensorCores::ForwardBackward, false);
   ASSERT_GE(lstm.tensor_core, 0) << lstm.reason;
   EXPECT_EQ(kTensorCoreShapes[lstm.tensor_core].rows, 9);
   EXPECT_EQ(kTensorCoreShapes[lstm.tensor_core].n_tiles, 1);
@@ -221,7 +224,7 @@ TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
   // named, and the exchange holds the forward's h alone.
   using persistent::TensorCores;
   const persistent::Tiling forward_only = persistent::tile(4, 1152, 4, 132, DType::BF16,
-                                                           TensorCores::Forward);
+                                                           TensorCores::Forward, false);
   ASSERT_GE(forward_only.tensor_core, 0);
   EXPECT_FALSE(forward_only.tensor_core_backward);
   EXPECT_EQ(forward_only.tensor_core_exchange_bytes, 16u + 2u * 4 * 1152 * 4);
@@ -278,9 +281,61 @@ TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
                 .tensor_core,
             -1);  // small batches: the FMA forward is faster
 
-  const PersistentPlan plan = plan_persistent(rnn(Cell::LSTM, 1152, DType::BF16), 4, h200());
+  const PersistentPlan plan = plan_persistent(rnn(Cell::LSTM, 1152, DType::BF16), 8, h200());
   EXPECT_NE(plan.kernel.find("forward and backward on tensor cores"), std::string::npos)
       << plan.kernel;
+}
+
+// The gated warp-rows forward: GRU / LSTM at B <= 4 whose records need 2 or 3 warps per SM
+// (397 <= H <= 1152 on 132 SMs), any weight type, but not a 16-bit GRU's from B = 4 (its
+// tensor-core forward measured faster); BB = B rounded up to 1, 2, 4; Wr records per CTA, NG
+// warps per record; the backward's kernel unchanged and named.
+TEST(Planner, GatedWarpRowsForward) {
+  using persistent::kGatedWarpRowsShapes;
+  struct Case {
+    int gates;
+    std::int64_t H, B;
+    DType weights;
+    int per_warp, records, threads, ctas, own_slots;
+  };
+  const Case cases[] = {
+      {4, 1152, 4, DType::BF16, 4, 3, 384, 128, 1}, {4, 1024, 4, DType::F32, 4, 3, 384, 114, 1},
+      {4, 1152, 1, DType::F32, 1, 3, 384, 128, 1},  {4, 700, 2, DType::F16, 2, 2, 256, 117, 2},
+      {3, 1152, 3, DType::F32, 4, 3, 288, 128, 2},  {3, 1152, 2, DType::BF16, 2, 3, 288, 128, 2},
+      {3, 515, 1, DType::F32, 1, 2, 192, 86, 2},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "NG=" << c.gates << " H=" << c.H << " B=" << c.B);
+    const persistent::Tiling t = persistent::tile(c.gates, c.H, c.B, 132, c.weights);
+    ASSERT_GE(t.gated_warp_rows, 0) << t.reason;
+    ASSERT_TRUE(t.runs());
+    const persistent::GatedWarpRowsShape& s = kGatedWarpRowsShapes[t.gated_warp_rows];
+    EXPECT_EQ(s.gates, c.gates);
+    EXPECT_EQ(s.batch_per_warp, c.per_warp);
+    EXPECT_EQ(s.own_slots, c.own_slots);
+    EXPECT_EQ(t.gated_warp_rows_records, c.records);
+    EXPECT_EQ(t.gated_warp_rows_threads, c.threads);
+    EXPECT_EQ(t.gated_warp_rows_ctas, c.ctas);
+    EXPECT_LE(t.gated_warp_rows_threads, s.max_threads);
+    EXPECT_GE(c.records * c.gates * s.own_slots, persistent::kGatedWarpRowsRecords);
+    EXPECT_NE(t.reason.find("forward on gated warp rows"), std::string::npos) << t.reason;
+  }
+  const persistent::Tiling lstm = persistent::tile(4, 1152, 4, 132, DType::BF16);
+  EXPECT_NE(lstm.reason.find("backward on tensor cores: 128 CTAs"), std::string::npos)
+      << lstm.reason;
+  const persistent::Tiling f32 = persistent::tile(4, 1024, 4, 132, DType::F32);
+  EXPECT_NE(f32.reason.find("backward: 114 CTAs"), std::string::npos) << f32.reason;
+  EXPECT_NE(f32.reason.find("records staged"), std::string::npos) << f32.reason;
+  // Not: B = 5, H past 1152 or below 2 records per SM, a 16-bit GRU at B = 4, warp rows off.
+  EXPECT_EQ(persistent::tile(4, 1152, 5, 132, DType::F32).gated_warp_rows, -1);
+  EXPECT_EQ(persistent::tile(4, 1153, 4, 132, DType::BF16).gated_warp_rows, -1);
+  EXPECT_EQ(persistent::tile(4, 396, 4, 132, DType::F32).gated_warp_rows, -1);
+  EXPECT_EQ(persistent::tile(3, 1152, 4, 132, DType::BF16).gated_warp_rows, -1);
+  EXPECT_GE(persistent::tile(3, 1152, 4, 132, DType::F32).gated_warp_rows, 0);
+  EXPECT_EQ(persistent::tile(4, 1024, 4, 132, DType::F32, persistent::TensorCores::ForwardBackward,
+                             false)
+                .gated_warp_rows,
+            -1);
 }
 
 // Past what the FMA shapes hold (H > 1152), 16-bit GRU and LSTM run on the R = 16 tensor-core
@@ -365,8 +420,10 @@ TEST(Planner, LatencyModelStructure) {
       {Cell::ReLU, 1152, 16, DType::F32, "FMA direct", "FMA direct", 4, 4},
       {Cell::ReLU, 2048, 4, DType::F32, "FMA direct", "FMA direct", 2, 2},
       {Cell::LSTM, 1024, 16, DType::F32, "FMA staged", "FMA staged", 4, 4},
-      {Cell::GRU, 1152, 2, DType::BF16, "FMA staged", "FMA staged", 1, 2},
-      {Cell::LSTM, 1152, 4, DType::BF16, "tensor cores", "tensor cores", 1, 4},
+      {Cell::GRU, 1152, 2, DType::BF16, "gated warp rows", "FMA staged", 1, 2},
+      {Cell::GRU, 1152, 4, DType::BF16, "tensor cores", "tensor cores", 1, 4},
+      {Cell::LSTM, 1152, 4, DType::BF16, "gated warp rows", "tensor cores", 1, 4},
+      {Cell::LSTM, 1024, 4, DType::F32, "gated warp rows", "FMA staged", 1, 4},
       {Cell::LSTM, 1152, 64, DType::BF16, "tensor cores", "FMA staged", 4, 16},
       {Cell::LSTM, 2048, 32, DType::BF16, "tensor cores", "tensor cores", 4, 8},
       {Cell::GRU, 2048, 1, DType::F16, "tensor cores", "tensor cores", 1, 1},
@@ -483,16 +540,17 @@ TEST(Planner, PredictionTracksCommittedMeasurements) {
       {Cell::ReLU, 1152, 4, DType::F32, 1.848, 4.494, "rnn_targets_fea623f.csv, H=1152 B=4"},
       {Cell::ReLU, 1152, 8, DType::F32, 2.865, 6.997, "rnn_targets_fea623f.csv, H=1152 B=8"},
       {Cell::ReLU, 2048, 4, DType::F32, 5.263, 11.716, "ab/lengths_new_1.csv, H=2048 B=4"},
-      {Cell::LSTM, 1024, 4, DType::F32, 5.254, 15.982,
-       "cells_targets32_2c511a9.csv, lstm H=1024 B=4"},
-      {Cell::LSTM, 1152, 4, DType::BF16, 4.162, 10.527,
-       "cells_targets16_6c29441.csv, lstm bf16 H=1152 B=4"},
+      {Cell::LSTM, 1024, 4, DType::F32, 3.984, 14.51, "ab/gwr1_gated_wr1.csv, lstm H=1024 B=4"},
+      {Cell::LSTM, 1152, 4, DType::BF16, 3.748, 10.05,
+       "ab/gwr1_gated_wr1.csv, lstm bf16 H=1152 B=4"},
+      {Cell::LSTM, 1152, 2, DType::F32, 3.027, 9.972, "ab/gwr1_gated_wr1.csv, lstm H=1152 B=2"},
       {Cell::LSTM, 2048, 4, DType::BF16, 6.094, 15.850,
        "cells_targets16_6c29441.csv, lstm bf16 H=2048 B=4"},
       {Cell::GRU, 1152, 4, DType::BF16, 3.508, 9.697,
        "cells_targets16_6c29441.csv, gru bf16 H=1152 B=4"},
-      {Cell::LSTM, 1152, 1, DType::BF16, 3.076, 7.374,
-       "cells_figure3_bf16_6bf5964.csv, lstm H=1152 B=1"},
+      {Cell::LSTM, 1152, 1, DType::BF16, 2.091, 6.443,
+       "ab/gwr1_gated_wr1.csv, lstm bf16 H=1152 B=1"},
+      {Cell::GRU, 1152, 1, DType::F32, 1.955, 5.609, "ab/gwr1_gru_wr1.csv, gru H=1152 B=1"},
       {Cell::LSTM, 2048, 16, DType::BF16, 15.645, 38.875,
        "tensor_cores/h2048_batch_lstm_6bf5964.csv, B=16"},
   };
