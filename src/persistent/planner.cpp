@@ -295,9 +295,11 @@ constexpr double kWarpRowsFixedCycles = 1100;
 // barrier, the gate warps' sums through shared memory and the gated cell's math. Fitted by hand
 // to its LSTM and GRU steps at H = 1024, 1152, B = 1, 2, 4 (ab/gwr1_*: LSTM f32 H=1024 2.10 /
 // 2.96 / 3.98, bf16 H=1152 2.09 / 2.72 / 3.75 µs/step forward): the model is 0.97–1.15× the
-// fp32 steps and 0.84–0.97× the 16-bit ones (forward + backward 1.00–1.14×, 0.80–0.99×), whose
-// forward call spends 0.4–0.9 µs/step more outside the kernel than the model's TF32 input GEMM
-// (not modelled).
+// fp32 steps and 0.84–0.97× the 16-bit ones (forward + backward 1.00–1.14×, 0.80–0.99×). The
+// 16-bit forward call also converts the parameters and tensors and launches them apart (ncu,
+// LSTM H=1152 B=1, per call of 256 steps: the kernel 551 µs in both types, the fp32 GEMM 100 µs,
+// the TF32 GEMM 24 µs plus 31 µs of conversions: ab/ncu_gated_lstm_h1152_b1_*.csv); not
+// modelled.
 constexpr double kGatedWarpRowsFixedCycles = 2200;
 // The staged FMA kernels (gated cells with FMA weights): the staging's polls, its barrier, the
 // reduction's barrier, the finishers' gate math, the publish. From the gated f32 steps at B = 1..32
