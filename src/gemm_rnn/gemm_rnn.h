@@ -139,8 +139,10 @@ enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 //   PRNN_PERSISTENT_GRAPHS=0|1                 0: each call's launches enqueued directly, not
 //                                              replayed from a graph
 //   PRNN_PERSISTENT_WARP_ROWS=0|1              0: vanilla layers at small batches on the FMA
-//                                              direct shapes instead of the warp-rows kernel
-//                                              (tiling.h), for A/B runs
+//                                              direct shapes instead of the warp-rows kernel,
+//                                              and the GRU / LSTM forward at B <= 4 on the
+//                                              FMA staged or tensor-core shape instead of the
+//                                              gated warp-rows kernel (tiling.h), for A/B runs
 struct PersistentKnobs {
   std::uint64_t timeout_ns = 2'000'000'000ull;
   std::int32_t stall_cta = -1, stall_step = 0;
@@ -153,8 +155,8 @@ struct PersistentKnobs {
   // Whether a call's work (the GEMMs and the persistent launches) is captured once into a CUDA
   // graph and replayed (PRNN_PERSISTENT_GRAPHS=0 enqueues it directly, for A/B runs).
   bool graphs = true;
-  // Whether vanilla layers at small batches may run on the warp-rows kernel
-  // (PRNN_PERSISTENT_WARP_ROWS=0 keeps them on the FMA direct shapes, for A/B runs).
+  // Whether layers at small batches may run on the warp-rows kernels, vanilla and gated
+  // (PRNN_PERSISTENT_WARP_ROWS=0 keeps them on the other shapes, for A/B runs).
   bool warp_rows = true;
   static PersistentKnobs from_environment();
 };
