@@ -1,7 +1,9 @@
 // The gated warp-rows forward: GRU (NG = 3) and LSTM (NG = 4), one layer direction (contract in
 // rnn_kernels.h), for the small batches where a step is one chain of latencies. The vanilla
 // warp-rows design (warp_rows_kernel.cuh: every warp owns whole rows, so no partial sums cross
-// warps within a gate) with a record's NG·3 rows split by gate over NG warps.
+// warps within a gate) with a record's NG·3 rows split by gate over NG warps. Measured against
+// the FMA staged and tensor-core forwards, and a split by columns instead of by gate:
+// docs/PERFORMANCE.md and bench/persistent/NOTES.md, "Gated warp rows".
 //   Forward:  P_t = u_t + W_hh h_prev + biases (NG rows per unit), then the cell: LSTM c_t, h_t;
 //             GRU h_t (kernel_common.cuh: the finisher, every store of the reserve)
 // Layout:   as rnn_kernels.cu: W_hh [NG·H, H] row-major (gate q of unit j is row q·H + j);
