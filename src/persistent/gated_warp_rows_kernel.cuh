@@ -1,5 +1,6 @@
-// The gated warp-rows forward: GRU (NG = 3) and LSTM (NG = 4), one layer direction (contract in
-// rnn_kernels.h), for the small batches where a step is one chain of latencies. The vanilla
+// The gated warp-rows kernels: GRU (NG = 3) and LSTM (NG = 4), one layer direction, forward and
+// backward data (contract in rnn_kernels.h), for the small batches where a step is one chain of
+// latencies. The forward first; the backward (its own contract) below. The vanilla
 // warp-rows design (warp_rows_kernel.cuh: every warp owns whole rows, so no partial sums cross
 // warps within a gate) with a record's NG·3 rows split by gate over NG warps. Measured against
 // the FMA staged and tensor-core forwards, and a split by columns instead of by gate:
@@ -220,6 +221,221 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       store_record(dst + static_cast<std::int64_t>(f_b) * K + rec_k,
                    make_float4(h, h1, h2, __uint_as_float(mine)));
     if (finisher) store_forward_unit<NG>(p, s, t, f_b, f_row, r, f_pad);
+  }
+
+  __syncthreads();
+  if (threadIdx.x == 0) end_launch(p, epoch);
+}
+
+// The gated warp-rows backward data: the forward's design over W_hhᵀ, whose NG·H columns (the
+// exchanged dQ) are split by gate over the warps instead of its rows.
+//   BackwardData:  dh = dy_t + Σ_q W_q,hhᵀ dQ_q,prev (+ dhn / the padding carry), then the cell's
+//                  backward: dP_t, dQ_t (LSTM dQ = dP = the 4 gates' da; GRU dQ = da_hh), the carry
+// Layout:   as rnn_kernels.cu: W_hh [NG·H, H] row-major; pre (GRU: pre_h), dpre (GRU: dpre_h)
+//           [T, B, NG·H]; LSTM cell [T, B, H]; exchange: two buffers (step parity) of [B, NG, K]
+//           records, K = ceil(H/3): record (b, q, k) = {dQ_q[b][3k], dQ_q[b][3k+1], dQ_q[b][3k+2],
+//           tag}, 0 past H (gate-major per batch element, unlike the FMA kernel's unit-major dQ).
+// Launch:   as the forward: Wr·NG warps per CTA, warp w owns record k = c·Wr + w % Wr and gate
+//           q = w / Wr: the rows 3k + r (r < 3) of W_hhᵀ restricted to gate q's columns, i.e.
+//           w[r][3j + c] = W_hh[q·H + 3(l + 32j) + c][3k + r] in lane l: 9·kRec fp32 weights.
+// Step:     the CTA's warps poll a share each of the step's NG·K records per batch element
+//           (slots j ≡ w (mod Wr·NG) of NG·kRec, at most kOwn per batch element; kPoll = 2
+//           batch elements at a time from BB = 2, so that the polled records fit the registers
+//           beside the weights) into shared memory; barrier 1; each warp its 9·kRec·BB FMAs
+//           over its gate's records and the reduce-scatter; gates 1..NG−1 leave their sums in shared memory (barrier 2
+//           arrive), the gate-0 warps wait there and lane 3i + c finishes unit c of batch element
+//           i: dh from the NG sums added in gate order, the cell's backward, the NG records
+//           gathered into lane 3i and published, then the unit's stores (kernel_common.cuh).
+// On chip:  the weights in registers; shared memory [2 (step parity)][BB][NG][kRec][32] records
+//           (192 KiB for LSTM at BB = 4) and [Wr][NG − 1][3·BB] sums.
+// Sync:     as the forward (records of step s go out only after the CTA read all of step s−1).
+// Limits:   ceil(H/3) ≤ 32·kRec; B ≤ BB; ceil(NG·kRec / (Wr·NG)) ≤ kOwn;
+//           sequence lengths checked at run time; every wait bounded by timeout_ns (then
+//           kStatusTimeout, and the CTA leaves together from barrier 1).
+template <int NG, int kRec, int BB, int kOwn, int kMaxThreads>
+__global__ void __launch_bounds__(kMaxThreads, 1)
+    gated_warp_rows_backward_kernel(const Params p) {
+  static_assert(NG == 3 || NG == 4, "GRU or LSTM");
+  // Batch elements polled at once. Measured (H100, bench/results/h100/gwr_bwd_*): copying the
+  // records straight into shared memory instead (cp.async, one round, no registers) was slower,
+  // LSTM f32 H=1024 B=4 14.4 against 11.8 µs/step forward + backward.
+  constexpr int kPoll = BB >= 2 ? 2 : 1;
+  static_assert(BB % kPoll == 0, "whole poll rounds");
+  constexpr unsigned kAll = 0xFFFFFFFFu;
+  constexpr int kSums = kR3 * BB;  // sum e = 3i + r: row r of batch element i
+  constexpr int kP = kSums <= 4 ? 4 : kSums <= 8 ? 8 : kSums <= 16 ? 16 : 32;
+  constexpr int kSpread = 32 / kP;
+  constexpr int kSlots = NG * kRec;  // record slots per batch element (gate-major)
+  static_assert(kSums <= 32, "one lane per unit and batch element");
+  __shared__ unsigned s_epoch;
+  __shared__ int s_abort;
+  __shared__ float s_sums[kGatedWarpRowsMaxRecordWarps][NG - 1][kSums];
+  extern __shared__ float4 s_share[];  // [2][BB][NG][kRec][32]
+
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int H = p.hidden, B = p.batch, K = (H + kR3 - 1) / kR3, KQ = NG * K;
+  const int Wr = p.warp_records, nwarps = static_cast<int>(blockDim.x) / 32;
+  const int rr = warp % Wr, gate = warp / Wr;
+  const int rec_k = static_cast<int>(blockIdx.x) * Wr + rr;
+  const int row0 = rec_k * kR3;
+
+  // The weights: w[r][3j + c] = W_hhᵀ[row0 + r][gate·H + col], col = 3·(lane + 32j) + c, i.e.
+  // W_hh[gate·H + col][row0 + r]; zeros outside.
+  float w[kR3][kR3 * kRec];
+#pragma unroll
+  for (int j = 0; j < kRec; ++j)
+#pragma unroll
+    for (int c = 0; c < kR3; ++c) {
+      const int col = kR3 * (lane + 32 * j) + c;
+#pragma unroll
+      for (int r = 0; r < kR3; ++r) {
+        const int row = row0 + r;
+        w[r][kR3 * j + c] =
+            col < H && row < H
+                ? p.w[(static_cast<std::int64_t>(gate) * H + col) * H + row]
+                : 0.0f;
+      }
+    }
+  begin_launch(p, &s_epoch, &s_abort);
+  __syncthreads();
+  const unsigned epoch = s_epoch;
+
+  const int f_b = lane / kR3, f_row = row0 + lane % kR3;
+  const bool finisher = gate == 0 && rec_k < K && lane < kSums && f_b < B && f_row < H;
+  const bool publisher = gate == 0 && rec_k < K && lane < kSums && lane % kR3 == 0 && f_b < B;
+  const bool lengths = p.lengths != nullptr;
+
+  for (int s = 0; s < p.steps; ++s) {
+    const std::int64_t t = static_cast<std::int64_t>(p.t_first) + static_cast<std::int64_t>(s) * p.t_step;
+    const std::int64_t t_prev = t + p.t_step;  // the step before in the forward order
+    const bool first_fwd = s == p.steps - 1;
+    stall_if_asked(p, s);
+    const bool has_source = s > 0;
+    const float4* src = p.exchange + static_cast<std::int64_t>((s - 1) & 1) * B * KQ;
+    float4* dst = p.exchange + static_cast<std::int64_t>(s & 1) * B * KQ;
+    const unsigned want = epoch + static_cast<unsigned>(s) - 1u;
+    const unsigned mine = epoch + static_cast<unsigned>(s);
+
+    // The finisher's inputs, loaded before the wait so that their latency hides in it.
+    const bool f_pad = finisher && lengths && t >= p.lengths[f_b];
+    BackwardUnitIn<NG> bin;
+    if (finisher)
+      bin = lengths ? load_backward_unit<NG, true>(p, s, t, t_prev, first_fwd, f_b, f_row)
+                    : load_backward_unit<NG, false>(p, s, t, t_prev, first_fwd, f_b, f_row);
+
+    float sum = 0.0f;  // the warp sum of entry lane / kSpread
+    if (has_source) {
+      // This warp's share: slots j = warp + nwarps·m (m < kOwn) of every batch element, slot j
+      // the record (gate j / kRec, lane + 32·(j % kRec)); past the end zeros that count as ready.
+      bool failed = false;
+      float4* share = s_share + static_cast<std::int64_t>(s & 1) * BB * kSlots * 32;
+#pragma unroll
+      for (int i0 = 0; i0 < BB; i0 += kPoll) {
+        float4 own[kPoll][kOwn];
+        // Slot m's record offset within a batch element (-1: none), in one register each.
+        int off[kOwn];
+#pragma unroll
+        for (int m = 0; m < kOwn; ++m) {
+          const int j = warp + nwarps * m, k = lane + 32 * (j % kRec);
+          off[m] = j < kSlots && k < K ? (j / kRec) * K + k : -1;
+        }
+        auto at = [&](int i, int m) {
+          return src + static_cast<std::int64_t>(i0 + i) * KQ + off[m];
+        };
+        auto live = [&](int i, int m) { return off[m] >= 0 && i0 + i < B; };
+#pragma unroll
+        for (int i = 0; i < kPoll; ++i)
+#pragma unroll
+          for (int m = 0; m < kOwn; ++m)
+            own[i][m] = live(i, m) ? load_record(at(i, m))
+                                   : make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
+        auto ready = [&] {
+          bool r = true;
+#pragma unroll
+          for (int i = 0; i < kPoll; ++i)
+#pragma unroll
+            for (int m = 0; m < kOwn; ++m) r &= tagged(own[i][m], want);
+          return __all_sync(kAll, r);
+        };
+        if (!failed && !ready()) {
+          const std::uint64_t start = global_ns();
+          for (unsigned spins = 1;; ++spins) {
+#pragma unroll
+            for (int i = 0; i < kPoll; ++i)
+#pragma unroll
+              for (int m = 0; m < kOwn; ++m)
+                if (!tagged(own[i][m], want)) own[i][m] = load_record(at(i, m));
+            if (ready()) break;
+            if (spins % kSpinsPerCheck != 0) continue;
+            if (!__shfl_sync(kAll, lane == 0 ? keep_waiting(start, p, &s_abort) : false, 0)) {
+              if (lane == 0) *static_cast<volatile int*>(&s_abort) = 1;
+              failed = true;
+              break;
+            }
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kPoll; ++i)
+#pragma unroll
+          for (int m = 0; m < kOwn; ++m)
+            if (warp + nwarps * m < kSlots)
+              share[((i0 + i) * kSlots + warp + nwarps * m) * 32 + lane] = own[i][m];
+      }
+      unsigned any_failed;
+      asm volatile(
+          "{\n\t.reg .pred f, a;\n\tsetp.ne.u32 f, %1, 0;\n\t"
+          "bar.red.or.pred a, 1, %2, f;\n\tselp.u32 %0, 1, 0, a;\n\t}"
+          : "=r"(any_failed)
+          : "r"(static_cast<unsigned>(failed)), "r"(32 * nwarps)
+          : "memory");
+      if (any_failed != 0) break;
+      // Per sum, the terms in (record, column) order over this warp's gate, then the
+      // reduce-scatter.
+      float acc[kP];
+#pragma unroll
+      for (int e = 0; e < kP; ++e) acc[e] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < BB; ++i)
+#pragma unroll
+        for (int j = 0; j < kRec; ++j) {
+          const float4 rec = share[(i * kSlots + gate * kRec + j) * 32 + lane];
+          const float dq[kR3] = {rec.x, rec.y, rec.z};
+#pragma unroll
+          for (int c = 0; c < kR3; ++c)
+#pragma unroll
+            for (int r = 0; r < kR3; ++r)
+              acc[kR3 * i + r] = fmaf(w[r][kR3 * j + c], dq[c], acc[kR3 * i + r]);
+        }
+      sum = warp_sum_scatter<kP>(acc, lane);
+      if (gate != 0) {
+        if (lane % kSpread == 0 && lane / kSpread < kSums) s_sums[rr][gate - 1][lane / kSpread] = sum;
+        asm volatile("bar.arrive 2, %0;" ::"r"(32 * nwarps) : "memory");
+      } else {
+        asm volatile("bar.sync 2, %0;" ::"r"(32 * nwarps) : "memory");
+      }
+    }
+    if (gate != 0) continue;
+
+    // Gate-0 warps: lane 3i + c finishes unit c of batch element i; W_hhᵀ dQ added in gate order.
+    float mv = __shfl_sync(kAll, sum, (lane * kSpread) & 31);
+#pragma unroll
+    for (int q = 1; q < NG; ++q) mv += has_source && lane < kSums ? s_sums[rr][q - 1][lane] : 0.0f;
+    BackwardUnitOut<NG> o{};
+    if (finisher) o = compute_backward_unit<NG>(p, bin, mv, f_pad);
+    if (s + 1 < p.steps) {
+#pragma unroll
+      for (int q = 0; q < NG; ++q) {
+        const float v = finisher ? o.dq[q] : 0.0f;
+        const float v1 = __shfl_down_sync(kAll, v, 1), v2 = __shfl_down_sync(kAll, v, 2);
+        if (publisher)
+          store_record(dst + static_cast<std::int64_t>(f_b) * KQ + q * K + rec_k,
+                       make_float4(v, v1, v2, __uint_as_float(mine)));
+      }
+    }
+    if (finisher) {
+      if (lengths) store_backward_unit<NG, true>(p, t, f_b, f_row, o);
+      else store_backward_unit<NG, false>(p, t, f_b, f_row, o);
+    }
   }
 
   __syncthreads();

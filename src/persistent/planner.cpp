@@ -108,11 +108,12 @@ void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_
       9 * s.records_per_lane, groups, groups == 1 ? "" : "s", w);
 }
 
-// The gated warp-rows forward (tiling.h) for GRU / LSTM layers at B ≤ kGatedWarpRowsMaxBatch
-// whose records need 2 or 3 warps per SM (not where a 16-bit GRU has its tensor-core forward): BB = the batch rounded up to 1, 2 or 4; Wr = the fewest
-// records per CTA that fit the SMs; the fewest polled slots that serve Wr·NG warps, then the
-// smallest launch bound that takes them (the most registers). The
-// backward's kernel (and its description) stays.
+// The gated warp-rows kernels (tiling.h), both passes, for GRU / LSTM layers at B ≤
+// kGatedWarpRowsMaxBatch whose records need 2 or 3 warps per SM (not where a 16-bit GRU has its
+// tensor-core forward): BB = the batch rounded up to 1, 2 or 4; Wr = the fewest records per CTA
+// that fit the SMs; the fewest polled slots that serve Wr·NG warps, then the smallest launch
+// bound that takes them (the most registers). The FMA / tensor-core choice made before stays
+// in the tiling as the fallback.
 void pick_gated_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_count) {
   if (batch > kGatedWarpRowsMaxBatch || records > std::int64_t{32} * kGatedWarpRowsRecords) return;
   // A 16-bit GRU's tensor-core forward (from B = 4) measured faster: H=1152 B=4 3.50 against
@@ -123,11 +124,12 @@ void pick_gated_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, i
   const int bb = batch <= 1 ? 1 : batch <= 2 ? 2 : 4;
   const std::int64_t warps = wr * t.gates;
   const std::int64_t slots = (kGatedWarpRowsRecords + warps - 1) / warps;
+  const std::int64_t backward_slots = (kGatedWarpRowsRecords + wr - 1) / wr;
   int best = -1;
   for (int i = 0; i < kGatedWarpRowsShapeCount; ++i) {
     const GatedWarpRowsShape& s = kGatedWarpRowsShapes[i];
     if (s.gates != t.gates || s.batch_per_warp != bb || s.own_slots < slots ||
-        32 * warps > s.max_threads)
+        s.backward_slots < backward_slots || 32 * warps > s.max_threads)
       continue;
     const GatedWarpRowsShape* b = best < 0 ? nullptr : &kGatedWarpRowsShapes[best];
     if (b == nullptr || s.own_slots < b->own_slots ||
@@ -139,22 +141,26 @@ void pick_gated_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, i
   t.gated_warp_rows_records = static_cast<int>(wr);
   t.gated_warp_rows_ctas = static_cast<int>((records + wr - 1) / wr);
   t.gated_warp_rows_threads = static_cast<int>(32 * warps);
-  // The backward's description: the tensor-core one without its forward, else the FMA shape's.
-  std::string backward = t.reason;
-  if (t.tensor_core >= 0) {
-    const std::string both = "forward and backward on tensor cores: ", split = "; backward: ";
-    if (t.tensor_core_backward && backward.rfind(both, 0) == 0)
-      backward = "on tensor cores: " + backward.substr(both.size());
-    else if (const std::size_t at = backward.find(split); at != std::string::npos)
-      backward = backward.substr(at + split.size());
+  // The backward too, except where the tensor cores have it (16-bit LSTM at B = 4: there 0.5
+  // µs/step faster, bench/results/h100/gwr_bwd_*).
+  t.gated_warp_rows_backward = !(t.tensor_core >= 0 && t.tensor_core_backward);
+  if (t.gated_warp_rows_backward)
+    t.records = std::max<std::int64_t>(t.records, t.gates * records);  // its dQ records
+  const std::string rows = fmt::format(
+      "{} CTAs x {} threads, each warp one gate's rows of 3 hidden units{} for the whole batch "
+      "({} element{} per warp), {} f32 weights per thread in registers",
+      t.gated_warp_rows_ctas, t.gated_warp_rows_threads,
+      t.gated_warp_rows_backward ? " (backward: of W_hh^T, over one gate's columns)" : "", bb,
+      bb == 1 ? "" : "s", 9 * kGatedWarpRowsRecords);
+  if (t.gated_warp_rows_backward) {
+    t.reason = "forward and backward on gated warp rows: " + rows;
+    return;
   }
-  t.reason = fmt::format(
-      "forward on gated warp rows: {} CTAs x {} threads, each warp one gate's rows of 3 hidden "
-      "units for the whole batch ({} element{} per warp), {} f32 weights per thread in "
-      "registers; backward{}",
-      t.gated_warp_rows_ctas, t.gated_warp_rows_threads, bb, bb == 1 ? "" : "s",
-      9 * kGatedWarpRowsRecords,
-      (backward.rfind("on tensor cores", 0) == 0 ? " " : ": ") + backward);
+  // The backward's description: the tensor-core one without its forward.
+  std::string backward = t.reason;
+  const std::string both = "forward and backward on tensor cores: ";
+  if (backward.rfind(both, 0) == 0) backward = backward.substr(both.size());
+  t.reason = "forward on gated warp rows: " + rows + "; backward on tensor cores: " + backward;
 }
 
 }  // namespace
@@ -301,6 +307,12 @@ constexpr double kWarpRowsFixedCycles = 1100;
 // the TF32 GEMM 24 µs plus 31 µs of conversions: ab/ncu_gated_lstm_h1152_b1_*.csv); not
 // modelled.
 constexpr double kGatedWarpRowsFixedCycles = 2200;
+// Its backward data: the same chain with NG times the records polled (every gate's dQ, in two
+// rounds from B = 2) and the cell's backward. Fitted by hand to forward + backward at H = 1024,
+// 1152, B = 1, 2, 4 on an H100 (bench/results/h100/gwr_bwd/ab_new_*: LSTM f32 H=1024 B=4 4.01 /
+// 11.82, LSTM bf16 H=1152 B=1 2.13 / 5.24, GRU f32 B=1 2.01 / 4.88 µs/step): the model is
+// 0.90–1.17× forward + backward there (over at fp32, under at 16-bit).
+constexpr double kGatedWarpRowsBackwardFixedCycles = 3000;
 // The staged FMA kernels (gated cells with FMA weights): the staging's polls, its barrier, the
 // reduction's barrier, the finishers' gate math, the publish. From the gated f32 steps at B = 1..32
 // (cells_figure3.csv: LSTM H=1024 3.61 at B = 1, 5.81 at B = 4; GRU H=1152 2.98, 4.71) and the
@@ -401,12 +413,13 @@ std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, std::int6
            0.0}};
 }
 
-// The one chunk of the gated warp-rows forward (tiling t): a lane issues, per batch element of
-// its BB, 9·kRec FMAs and kRec shared-memory loads, and about 4 instructions per entry of its
-// reduce-scatter; every warp reads all the step's records from shared memory (BB·kRec·512 bytes
-// a warp) and the CTA reads each from L2 once.
-std::vector<ChunkCycles> gated_warp_rows_chunks(const persistent::Tiling& t, std::int64_t records,
-                                                std::int64_t batch) {
+// The one chunk of a gated warp-rows pass (tiling t): a lane issues, per batch element of its
+// BB, 9·kRec FMAs and kRec shared-memory loads, and about 4 instructions per entry of its
+// reduce-scatter; every warp reads its records from shared memory (BB·kRec·512 bytes a warp) and
+// the CTA reads each record from L2 once: records of h (forward), NG times as many of dQ
+// (backward).
+std::vector<ChunkCycles> gated_warp_rows_chunks(const persistent::Tiling& t, bool forward,
+                                                std::int64_t records, std::int64_t batch) {
   const persistent::GatedWarpRowsShape& s =
       persistent::kGatedWarpRowsShapes[t.gated_warp_rows];
   const std::int64_t bb = s.batch_per_warp, rec = persistent::kGatedWarpRowsRecords;
@@ -415,9 +428,10 @@ std::vector<ChunkCycles> gated_warp_rows_chunks(const persistent::Tiling& t, std
   const double instructions = static_cast<double>(10 * rec * bb + 4 * padded);
   const double warps = static_cast<double>(t.gated_warp_rows_threads) / 32.0;
   const double shared = warps * static_cast<double>(bb * rec * 512) / kSharedBytesPerSmPerCycle;
-  return {{kGatedWarpRowsFixedCycles,
+  const std::int64_t l2_records = forward ? records : s.gates * records;
+  return {{forward ? kGatedWarpRowsFixedCycles : kGatedWarpRowsBackwardFixedCycles,
            std::max(kIssueCycles * instructions * std::max(1.0, warps / kSchedulersPerSm), shared),
-           static_cast<double>(batch * records * 16) / kWarpRowsL2BytesPerSmPerCycle, 0.0}};
+           static_cast<double>(batch * l2_records * 16) / kWarpRowsL2BytesPerSmPerCycle, 0.0}};
 }
 
 // The chunks of one pass of tensor-core shape s (tensor_core_kernel.cuh) at `ctas` CTAs. A warp
@@ -475,10 +489,10 @@ void predict_passes(PersistentPlan& p, const persistent::Tiling& t, std::int64_t
   if (!t.runs()) return;
   for (const bool forward : {true, false}) {
     PassCost& cost = forward ? p.forward : p.backward_data;
-    if (forward && t.gated_warp_rows >= 0) {
+    if (t.gated_warp_rows >= 0 && (forward || t.gated_warp_rows_backward)) {
       cost = pass_cost(
           "gated warp rows", batch,
-          gated_warp_rows_chunks(t, ceil_div(hidden, persistent::kUnitsPerRecord), batch),
+          gated_warp_rows_chunks(t, forward, ceil_div(hidden, persistent::kUnitsPerRecord), batch),
           cycles_per_us);
     } else if (t.warp_rows >= 0) {
       cost = pass_cost("warp rows", batch,

@@ -463,16 +463,21 @@ struct WarpRowsKernel {
   }
 };
 
-// The gated warp-rows forward, one kernel per shape (sequence lengths are checked at run time:
+// The gated warp-rows kernels, one per shape and pass (sequence lengths are checked at run time:
 // one load per finishing lane and step).
 template <std::size_t... I>
-KernelFn pick_gated_warp_rows(int shape, std::index_sequence<I...>) {
-  constexpr KernelFn fns[] = {
+KernelFn pick_gated_warp_rows(int shape, Pass pass, std::index_sequence<I...>) {
+  constexpr KernelFn forward[] = {
       &gated_warp_rows_forward_kernel<kGatedWarpRowsShapes[I].gates, kGatedWarpRowsRecords,
                                       kGatedWarpRowsShapes[I].batch_per_warp,
                                       kGatedWarpRowsShapes[I].own_slots,
                                       kGatedWarpRowsShapes[I].max_threads>...};
-  return fns[shape];
+  constexpr KernelFn backward[] = {
+      &gated_warp_rows_backward_kernel<kGatedWarpRowsShapes[I].gates, kGatedWarpRowsRecords,
+                                       kGatedWarpRowsShapes[I].batch_per_warp,
+                                       kGatedWarpRowsShapes[I].backward_slots,
+                                       kGatedWarpRowsShapes[I].max_threads>...};
+  return pass == Pass::Forward ? forward[shape] : backward[shape];
 }
 
 // Family Of's kernel for shape `shape` (of N), with or without lengths, for `pass`: one table
@@ -501,14 +506,15 @@ struct LaunchShape {
 };
 
 LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation act) {
-  if (tiling.gated_warp_rows >= 0 && pass == Pass::Forward) {
+  if (tiling.gated_warp_rows >= 0 && (pass == Pass::Forward || tiling.gated_warp_rows_backward)) {
     if (tiling.gated_warp_rows >= kGatedWarpRowsShapeCount)
       throw InternalError("persistent kernel: no gated warp-rows shape " +
                           std::to_string(tiling.gated_warp_rows));
-    return {pick_gated_warp_rows(tiling.gated_warp_rows,
+    return {pick_gated_warp_rows(tiling.gated_warp_rows, pass,
                                  std::make_index_sequence<kGatedWarpRowsShapeCount>{}),
             tiling.gated_warp_rows_ctas, tiling.gated_warp_rows_threads,
-            gated_warp_rows_smem_bytes(kGatedWarpRowsShapes[tiling.gated_warp_rows]),
+            gated_warp_rows_smem_bytes(kGatedWarpRowsShapes[tiling.gated_warp_rows],
+                                       pass == Pass::BackwardData),
             tiling.gated_warp_rows_records};
   }
   if (tiling.warp_rows >= 0) {

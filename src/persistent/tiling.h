@@ -225,14 +225,17 @@ inline constexpr int kWarpRowsMaxGroups = 4;
 inline constexpr int kWarpRowsMaxBatchPerWarp = 3;
 inline constexpr int kWarpRowsMaxBatch = kWarpRowsMaxGroups * kWarpRowsMaxBatchPerWarp;
 
-// Gated warp-rows shapes (gated_warp_rows_kernel.cuh): the GRU / LSTM forward at B ≤ 4, the
+// Gated warp-rows shapes (gated_warp_rows_kernel.cuh): the GRU / LSTM layers at B ≤ 4, the
 // vanilla warp-rows design with a record's rows split by gate: warp (r, q) of a CTA owns gate q's
 // 3 rows of record r (rows q·H + 3k .. 3k + 2 of W_hh) over all H columns, lane l the columns of
 // records l + 32·j, j < kGatedWarpRowsRecords (108 weights in fp32 registers, 16-bit weights
 // widened once), for all BB ≥ B batch elements. A CTA holds Wr records (Wr·NG warps, Wr chosen at
 // run time: the fewest that fit the SMs, 2 or 3); each warp polls own_slots record slots per
 // batch element (the CTA's warps take every (Wr·NG)-th), so a shape serves Wr·NG ≥
-// ceil(kRec / own_slots). The backward stays on the FMA or tensor-core kernel of the tiling.
+// ceil(kRec / own_slots). The backward data holds the same 3 units' rows of W_hhᵀ restricted to
+// gate q's H columns (the same 108 weights) and polls NG times the records: backward_slots of
+// NG·kRec per batch element and warp (ceil(kRec / Wr): 4 at Wr = 3, 6 at Wr = 2), copied
+// straight into shared memory (no registers held for them).
 // own_slots 1 serves 12 warps (LSTM, Wr = 3), 2 serves 6..9. Registers are allotted to groups
 // of four warps: a bound of 384 or 288 threads gives 168 per thread, 256 gives 255 (LSTM Wr = 2,
 // GRU Wr = 2 take the latter). ptxas (sm_90), spills at BB = 4: LSTM Wr = 3 28 bytes, GRU Wr = 3
@@ -242,20 +245,24 @@ struct GatedWarpRowsShape {
   int batch_per_warp = 1;   // BB
   int own_slots = 1;        // record slots a warp polls per batch element
   int max_threads = 384;    // launch bound
+  int backward_slots = 4;   // the backward's record slots per batch element and warp
 };
 inline constexpr int kGatedWarpRowsRecords = 12;  // kRec: H ≤ 96·12 = 1152
 inline constexpr int kGatedWarpRowsMinRecordWarps = 2, kGatedWarpRowsMaxRecordWarps = 3;
 inline constexpr int kGatedWarpRowsMaxBatch = 4;
 inline constexpr GatedWarpRowsShape kGatedWarpRowsShapes[] = {
-    {4, 1, 1, 384}, {4, 2, 1, 384}, {4, 4, 1, 384}, {4, 1, 2, 256}, {4, 2, 2, 256},
-    {4, 4, 2, 256}, {3, 1, 2, 288}, {3, 2, 2, 288}, {3, 4, 2, 288}, {3, 1, 2, 256},
-    {3, 2, 2, 256}, {3, 4, 2, 256},
+    {4, 1, 1, 384, 4}, {4, 2, 1, 384, 4}, {4, 4, 1, 384, 4}, {4, 1, 2, 256, 6},
+    {4, 2, 2, 256, 6}, {4, 4, 2, 256, 6}, {3, 1, 2, 288, 4}, {3, 2, 2, 288, 4},
+    {3, 4, 2, 288, 4}, {3, 1, 2, 256, 6}, {3, 2, 2, 256, 6}, {3, 4, 2, 256, 6},
 };
 inline constexpr int kGatedWarpRowsShapeCount =
     static_cast<int>(sizeof(kGatedWarpRowsShapes) / sizeof(kGatedWarpRowsShapes[0]));
-// Its dynamic shared memory: the step's records by step parity, [2][BB][kRec][32] float4.
-constexpr std::size_t gated_warp_rows_smem_bytes(const GatedWarpRowsShape& s) {
-  return std::size_t{2} * static_cast<std::size_t>(s.batch_per_warp * kGatedWarpRowsRecords) *
+// Its dynamic shared memory: the step's records by step parity, forward [2][BB][kRec][32]
+// float4, backward [2][BB][NG][kRec][32] (192 KiB for LSTM at BB = 4).
+constexpr std::size_t gated_warp_rows_smem_bytes(const GatedWarpRowsShape& s, bool backward) {
+  return std::size_t{2} *
+         static_cast<std::size_t>(s.batch_per_warp * (backward ? s.gates : 1) *
+                                  kGatedWarpRowsRecords) *
          32 * 16;
 }
 
@@ -268,8 +275,9 @@ struct Tiling {
   bool staged = false;
   int ctas = 0, threads = 0;
   std::size_t smem_bytes = 0;  // dynamic shared memory per CTA (staged: BC·records·16)
-  // Records per batch element and step of the larger exchanged vector: ceil(NG·H / 3) (the
-  // backward's dQ; the forward's h needs ceil(H / 3)).
+  // Records per batch element and step of the larger exchanged vector: the backward's dQ,
+  // ceil(NG·H / 3) in the FMA kernel, NG·ceil(H / 3) on gated warp rows (the forward's h needs
+  // ceil(H / 3)).
   std::int64_t records = 0;
   // The forward on tensor cores: index into kTensorCoreShapes, -1 when the forward runs on the
   // FMA shape above (fp32 weights, vanilla cells, or tensor cores turned off).
@@ -291,10 +299,12 @@ struct Tiling {
   // group, G batch groups, W·G warps per CTA.
   int warp_rows = -1;
   int warp_rows_records = 0, warp_rows_groups = 0, warp_rows_ctas = 0, warp_rows_threads = 0;
-  // The forward of a gated layer on the gated warp-rows kernel (B ≤ kGatedWarpRowsMaxBatch,
-  // H ≤ 1152, 2 or 3 records per SM): index into kGatedWarpRowsShapes, -1 when the forward runs
-  // on the tensor-core or FMA shape; Wr records per CTA, Wr·NG warps. The backward keeps those.
+  // Both passes of a gated layer on the gated warp-rows kernels (B ≤ kGatedWarpRowsMaxBatch,
+  // H ≤ 1152, 2 or 3 records per SM): index into kGatedWarpRowsShapes, -1 when they run on the
+  // tensor-core or FMA shape (which the planner still picks: the fallback); Wr records per
+  // CTA, Wr·NG warps. The backward on it unless the tensor cores take it (16-bit LSTM, B = 4).
   int gated_warp_rows = -1;
+  bool gated_warp_rows_backward = false;
   int gated_warp_rows_records = 0, gated_warp_rows_ctas = 0, gated_warp_rows_threads = 0;
   std::string reason;
 
@@ -317,8 +327,9 @@ struct Tiling {
 // warp-rows shape run both passes on it (W = the fewest record warps per CTA that fit the SMs;
 // BB = ceil(B / 4) batch elements per warp, G = ceil(B / BB) batch groups); the FMA shape stays
 // the fallback. Likewise gated layers of batch ≤ kGatedWarpRowsMaxBatch whose records need 2 or
-// 3 per SM run the forward on the gated warp-rows kernel, except a 16-bit GRU that has its
-// tensor-core forward (B = 4: measured faster there).
+// 3 per SM run on the gated warp-rows kernels, except a 16-bit GRU that has its tensor-core
+// forward (B = 4: measured faster there); a 16-bit LSTM with a tensor-core backward (B = 4)
+// keeps that backward.
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
             TensorCores tensor_cores = TensorCores::ForwardBackward, bool warp_rows = true);
 
