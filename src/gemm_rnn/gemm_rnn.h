@@ -140,9 +140,10 @@ enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 //                                              replayed from a graph
 //   PRNN_PERSISTENT_WARP_ROWS=0|1              0: vanilla layers at small batches on the FMA
 //                                              direct shapes instead of the warp-rows kernel,
-//                                              and the GRU / LSTM forward at B <= 4 on the
-//                                              FMA staged or tensor-core shape instead of the
-//                                              gated warp-rows kernel (tiling.h), for A/B runs
+//                                              and GRU / LSTM layers at B <= 4 on the FMA
+//                                              staged or tensor-core shape instead of the
+//                                              gated warp-rows kernels (both passes; tiling.h),
+//                                              for A/B runs
 struct PersistentKnobs {
   std::uint64_t timeout_ns = 2'000'000'000ull;
   std::int32_t stall_cta = -1, stall_step = 0;
