@@ -256,9 +256,9 @@ template <int NG, int kRec, int BB, int kOwn, int kMaxThreads>
 __global__ void __launch_bounds__(kMaxThreads, 1)
     gated_warp_rows_backward_kernel(const Params p) {
   static_assert(NG == 3 || NG == 4, "GRU or LSTM");
-  // Batch elements polled at once. Measured (H100, bench/results/h100/gwr_bwd_*): copying the
-  // records straight into shared memory instead (cp.async, one round, no registers) was slower,
-  // LSTM f32 H=1024 B=4 14.4 against 11.8 µs/step forward + backward.
+  // Batch elements polled at once. Copying the records straight into shared memory instead
+  // (cp.async, one round, no registers) measured slower: LSTM f32 H=1024 B=4 14.4 against 11.8
+  // µs/step forward + backward (H100, bench/results/h100/gwr_bwd/cpasync_*).
   constexpr int kPoll = BB >= 2 ? 2 : 1;
   static_assert(BB % kPoll == 0, "whole poll rounds");
   constexpr unsigned kAll = 0xFFFFFFFFu;
