@@ -41,6 +41,41 @@
 
 namespace prnn::persistent {
 
+// A warp's weights: w[r][3j + c] for row row0 + r and column col = 3·(lane + 32j) + c of gate
+// `gate`'s block of W_hh (forward: W_hh[gate·H + row0 + r][col]) or of W_hhᵀ (backward, kT:
+// W_hh[gate·H + col][row0 + r]); zeros outside.
+template <bool kT, int kRec>
+__device__ __forceinline__ void load_gate_weights(const Params& p, int gate, int row0, int lane,
+                                                  float (&w)[kR3][kR3 * kRec]) {
+  const int H = p.hidden;
+#pragma unroll
+  for (int j = 0; j < kRec; ++j)
+#pragma unroll
+    for (int c = 0; c < kR3; ++c) {
+      const int col = kR3 * (lane + 32 * j) + c;
+#pragma unroll
+      for (int r = 0; r < kR3; ++r) {
+        const int row = row0 + r;
+        const std::int64_t at = kT ? (static_cast<std::int64_t>(gate) * H + col) * H + row
+                                   : (static_cast<std::int64_t>(gate) * H + row) * H + col;
+        w[r][kR3 * j + c] = col < H && row < H ? p.w[at] : 0.0f;
+      }
+    }
+}
+
+// The warps of gates 1..NG−1 leave their warp sums (entry e = lane / kSpread in `sum`) in
+// sums[gate − 1][e] and arrive at barrier 2 without waiting; the gate-0 warps wait there.
+template <int kSums, int kSpread>
+__device__ __forceinline__ void hand_over_sums(float (*sums)[kSums], int gate, int lane, float sum,
+                                               int threads) {
+  if (gate != 0) {
+    if (lane % kSpread == 0 && lane / kSpread < kSums) sums[gate - 1][lane / kSpread] = sum;
+    asm volatile("bar.arrive 2, %0;" ::"r"(threads) : "memory");
+  } else {
+    asm volatile("bar.sync 2, %0;" ::"r"(threads) : "memory");
+  }
+}
+
 template <int NG, int kRec, int BB, int kOwn, int kMaxThreads>
 __global__ void __launch_bounds__(kMaxThreads, 1)
     gated_warp_rows_forward_kernel(const Params p) {
@@ -62,23 +97,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int rec_k = static_cast<int>(blockIdx.x) * Wr + rr;  // the record this warp's rows are of
   const int row0 = rec_k * kR3;
 
-  // The weights: w[r][3j + c] is row gate·H + row0 + r, column 3·(lane + 32j) + c of W_hh;
-  // zeros outside.
   float w[kR3][kR3 * kRec];
-#pragma unroll
-  for (int j = 0; j < kRec; ++j)
-#pragma unroll
-    for (int c = 0; c < kR3; ++c) {
-      const int col = kR3 * (lane + 32 * j) + c;
-#pragma unroll
-      for (int r = 0; r < kR3; ++r) {
-        const int row = row0 + r;
-        w[r][kR3 * j + c] =
-            col < H && row < H
-                ? p.w[(static_cast<std::int64_t>(gate) * H + row) * H + col]
-                : 0.0f;
-      }
-    }
+  load_gate_weights<false, kRec>(p, gate, row0, lane, w);
   begin_launch(p, &s_epoch, &s_abort);
   __syncthreads();
   const unsigned epoch = s_epoch;
@@ -173,14 +193,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
         for (int m = 0; m < kOwn; ++m)
           if (warp + nwarps * m < kRec) share[(i * kRec + warp + nwarps * m) * 32 + lane] = own[i][m];
       // Barrier 1 ORs the warps' failures, so that the CTA leaves together.
-      unsigned any_failed;
-      asm volatile(
-          "{\n\t.reg .pred f, a;\n\tsetp.ne.u32 f, %1, 0;\n\t"
-          "bar.red.or.pred a, 1, %2, f;\n\tselp.u32 %0, 1, 0, a;\n\t}"
-          : "=r"(any_failed)
-          : "r"(static_cast<unsigned>(failed)), "r"(32 * nwarps)
-          : "memory");
-      if (any_failed != 0) break;
+      if (barrier_any(1, 32 * nwarps, failed)) break;
       // Per sum, the terms in (record, column) order, then the reduce-scatter.
       float acc[kP];
 #pragma unroll
@@ -198,12 +211,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
               acc[kR3 * i + r] = fmaf(w[r][kR3 * j + c], hv[c], acc[kR3 * i + r]);
         }
       sum = warp_sum_scatter<kP>(acc, lane);
-      if (gate != 0) {
-        if (lane % kSpread == 0 && lane / kSpread < kSums) s_sums[rr][gate - 1][lane / kSpread] = sum;
-        asm volatile("bar.arrive 2, %0;" ::"r"(32 * nwarps) : "memory");
-      } else {
-        asm volatile("bar.sync 2, %0;" ::"r"(32 * nwarps) : "memory");
-      }
+      hand_over_sums<kSums, kSpread>(s_sums[rr], gate, lane, sum, 32 * nwarps);
     }
     if (gate != 0) continue;
 
@@ -279,23 +287,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int rec_k = static_cast<int>(blockIdx.x) * Wr + rr;
   const int row0 = rec_k * kR3;
 
-  // The weights: w[r][3j + c] = W_hhᵀ[row0 + r][gate·H + col], col = 3·(lane + 32j) + c, i.e.
-  // W_hh[gate·H + col][row0 + r]; zeros outside.
   float w[kR3][kR3 * kRec];
-#pragma unroll
-  for (int j = 0; j < kRec; ++j)
-#pragma unroll
-    for (int c = 0; c < kR3; ++c) {
-      const int col = kR3 * (lane + 32 * j) + c;
-#pragma unroll
-      for (int r = 0; r < kR3; ++r) {
-        const int row = row0 + r;
-        w[r][kR3 * j + c] =
-            col < H && row < H
-                ? p.w[(static_cast<std::int64_t>(gate) * H + col) * H + row]
-                : 0.0f;
-      }
-    }
+  load_gate_weights<true, kRec>(p, gate, row0, lane, w);
   begin_launch(p, &s_epoch, &s_abort);
   __syncthreads();
   const unsigned epoch = s_epoch;
@@ -381,14 +374,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
             if (warp + nwarps * m < kSlots)
               share[((i0 + i) * kSlots + warp + nwarps * m) * 32 + lane] = own[i][m];
       }
-      unsigned any_failed;
-      asm volatile(
-          "{\n\t.reg .pred f, a;\n\tsetp.ne.u32 f, %1, 0;\n\t"
-          "bar.red.or.pred a, 1, %2, f;\n\tselp.u32 %0, 1, 0, a;\n\t}"
-          : "=r"(any_failed)
-          : "r"(static_cast<unsigned>(failed)), "r"(32 * nwarps)
-          : "memory");
-      if (any_failed != 0) break;
+      if (barrier_any(1, 32 * nwarps, failed)) break;
       // Per sum, the terms in (record, column) order over this warp's gate, then the
       // reduce-scatter.
       float acc[kP];
@@ -407,12 +393,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
               acc[kR3 * i + r] = fmaf(w[r][kR3 * j + c], dq[c], acc[kR3 * i + r]);
         }
       sum = warp_sum_scatter<kP>(acc, lane);
-      if (gate != 0) {
-        if (lane % kSpread == 0 && lane / kSpread < kSums) s_sums[rr][gate - 1][lane / kSpread] = sum;
-        asm volatile("bar.arrive 2, %0;" ::"r"(32 * nwarps) : "memory");
-      } else {
-        asm volatile("bar.sync 2, %0;" ::"r"(32 * nwarps) : "memory");
-      }
+      hand_over_sums<kSums, kSpread>(s_sums[rr], gate, lane, sum, 32 * nwarps);
     }
     if (gate != 0) continue;
 

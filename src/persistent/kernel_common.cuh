@@ -148,6 +148,20 @@ __device__ bool wait_records(float4 (&r)[N], const float4* const (&at)[N], unsig
   }
 }
 
+// Named barrier `id` over `threads` threads (a multiple of 32) that also ORs `failed` over them:
+// returns whether any arriving thread failed (the warp-rows kernels' waits, so that the threads
+// of a barrier leave a step together).
+__device__ __forceinline__ bool barrier_any(int id, int threads, bool failed) {
+  unsigned any;
+  asm volatile(
+      "{\n\t.reg .pred f, a;\n\tsetp.ne.u32 f, %1, 0;\n\t"
+      "bar.red.or.pred a, %2, %3, f;\n\tselp.u32 %0, 1, 0, a;\n\t}"
+      : "=r"(any)
+      : "r"(static_cast<unsigned>(failed)), "r"(id), "r"(threads)
+      : "memory");
+  return any != 0;
+}
+
 // The debug knob: CTA p.stall_cta sleeps p.stall_ns before processing step p.stall_step.
 __device__ __forceinline__ void stall_if_asked(const Params& p, int s) {
   if (p.stall_cta == static_cast<int>(blockIdx.x) && p.stall_step == s) {

@@ -188,14 +188,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
         for (int m = 0; m < kOwn; ++m)
           if (part + W * m < kRec) share[(i * kRec + part + W * m) * 32 + lane] = own[i][m];
       // The barrier also ORs the warps' failures, so that the group leaves together.
-      unsigned any_failed;
-      asm volatile(
-          "{\n\t.reg .pred f, a;\n\tsetp.ne.u32 f, %1, 0;\n\t"
-          "bar.red.or.pred a, %2, %3, f;\n\tselp.u32 %0, 1, 0, a;\n\t}"
-          : "=r"(any_failed)
-          : "r"(static_cast<unsigned>(failed)), "r"(1 + bg), "r"(32 * W)
-          : "memory");
-      if (any_failed != 0) break;
+      if (barrier_any(1 + bg, 32 * W, failed)) break;
       // Per sum, the terms in (record, column) order, then the butterfly: the same order in
       // every lane and every run.
 #pragma unroll
