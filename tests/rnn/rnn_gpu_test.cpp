@@ -536,14 +536,16 @@ INSTANTIATE_TEST_SUITE_P(Issue, RnnGrid, ::testing::ValuesIn(grid()), grid_name)
 // RuntimeError, for the forward and then the backward data; a new Rnn on the same GPU then runs
 // correctly. Three times for the warp-rows kernel (tanh, fp32: B = 3, one batch element per warp;
 // B = 6 and 11 at H = 1152, two and three), once for the FMA kernels (B = 9 at H = 600, which no
-// three-per-warp shape holds) and once for the tensor-core kernels (LSTM, bf16: H = 1152, the
-// largest shape).
+// three-per-warp shape holds), once for the gated warp-rows kernels in both passes (LSTM, fp32:
+// H = 1152, B = 4, the backward polling in two rounds) and once for the tensor-core kernels
+// (LSTM, bf16: H = 1152 B = 4, whose forward is on gated warp rows; H = 2048, the largest shape).
 TEST(RnnGpuSafety, StalledCtaBecomesRuntimeError) {
   ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
   const RnnCase cases[] = {{Cell::Tanh, 64, 3, 5, 600, 1, false, true},
                            {Cell::Tanh, 64, 6, 5, 1152, 1, false, true},
                            {Cell::Tanh, 64, 11, 5, 1152, 1, false, true},
                            {Cell::Tanh, 64, 9, 5, 600, 1, false, true},
+                           {Cell::LSTM, 64, 4, 5, 1152, 1, false, true},
                            {Cell::LSTM, 64, 4, 5, 1152, 1, false, true, DType::BF16},
                            {Cell::LSTM, 16, 4, 5, 2048, 1, false, true, DType::BF16}};
   for (const RnnCase& c : cases) {
