@@ -238,8 +238,9 @@ inline constexpr int kWarpRowsMaxBatch = kWarpRowsMaxGroups * kWarpRowsMaxBatchP
 // straight into shared memory (no registers held for them).
 // own_slots 1 serves 12 warps (LSTM, Wr = 3), 2 serves 6..9. Registers are allotted to groups
 // of four warps: a bound of 384 or 288 threads gives 168 per thread, 256 gives 255 (LSTM Wr = 2,
-// GRU Wr = 2 take the latter). ptxas (sm_90), spills at BB = 4: LSTM Wr = 3 28 bytes, GRU Wr = 3
-// 136 bytes; none at BB = 1.
+// GRU Wr = 2 take the latter). ptxas (sm_90), spill stores: forward at BB = 4 LSTM Wr = 3 28
+// bytes, GRU Wr = 3 140, none at BB = 1; backward at Wr = 3 (168 registers) BB = 1 / 2 / 4 LSTM
+// 84 / 160 / 188 bytes, GRU 80 / 144 / 168, at Wr = 2 (255 registers) 0–16.
 struct GatedWarpRowsShape {
   int gates = 4;            // NG: 3 GRU, 4 LSTM
   int batch_per_warp = 1;   // BB
