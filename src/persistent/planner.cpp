@@ -142,7 +142,7 @@ void pick_gated_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, i
   t.gated_warp_rows_ctas = static_cast<int>((records + wr - 1) / wr);
   t.gated_warp_rows_threads = static_cast<int>(32 * warps);
   // The backward too, except where the tensor cores have it (16-bit LSTM at B = 4: there 0.5
-  // µs/step faster, bench/results/h100/gwr_bwd_*).
+  // µs/step faster, bench/results/h100/gwr_bwd/knob_warp_rows*).
   t.gated_warp_rows_backward = !(t.tensor_core >= 0 && t.tensor_core_backward);
   if (t.gated_warp_rows_backward)
     t.records = std::max<std::int64_t>(t.records, t.gates * records);  // its dQ records
