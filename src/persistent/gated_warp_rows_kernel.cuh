@@ -250,10 +250,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 //           (slots j ≡ w (mod Wr·NG) of NG·kRec, at most kOwn per batch element; kPoll = 2
 //           batch elements at a time from BB = 2, so that the polled records fit the registers
 //           beside the weights) into shared memory; barrier 1; each warp its 9·kRec·BB FMAs
-//           over its gate's records and the reduce-scatter; gates 1..NG−1 leave their sums in shared memory (barrier 2
-//           arrive), the gate-0 warps wait there and lane 3i + c finishes unit c of batch element
-//           i: dh from the NG sums added in gate order, the cell's backward, the NG records
-//           gathered into lane 3i and published, then the unit's stores (kernel_common.cuh).
+//           over its gate's records and the reduce-scatter; gates 1..NG−1 leave their sums in
+//           shared memory (barrier 2 arrive), the gate-0 warps wait there and lane 3i + c
+//           finishes unit c of batch element i: dh from the NG sums added in gate order, the
+//           cell's backward, the NG records gathered into lane 3i and published, then the
+//           unit's stores (kernel_common.cuh).
 // On chip:  the weights in registers; shared memory [2 (step parity)][BB][NG][kRec][32] records
 //           (192 KiB for LSTM at BB = 4) and [Wr][NG − 1][3·BB] sums.
 // Sync:     as the forward (records of step s go out only after the CTA read all of step s−1).

@@ -24,10 +24,10 @@
 //     gets 0. BackwardData: dy_t ignored, dP_t = dQ_t = 0 (published), and the incoming dh goes on
 //     in a carry: the GRU's carry (+= dh), else carry_h (= dh; the LSTM's dc carry unchanged),
 //     which after the launch holds the part of dh0 that skips W_hh (vanilla, LSTM).
-// The new h_t (or dQ_t, NG·H values in unit-major order) is exchanged between CTAs through
-// tagged records in L2: a CTA publishes its units as 16-byte records (3 values + the step's tag)
-// and its consumers poll exactly the records they need, so the data exchange is the step's only
-// synchronization.
+// The new h_t (or dQ_t: NG·H values, unit-major in the FMA kernel, gate-major on gated warp rows)
+// is exchanged between CTAs through tagged records in L2: a CTA publishes its units as 16-byte
+// records (3 values + the step's tag) and its consumers poll exactly the records they need, so
+// the data exchange is the step's only synchronization.
 //
 // Safety: the caller checks co-residency (prepare()) and launches cooperatively; every wait is
 // bounded by timeout_ns, and a wait that times out sets kStatusTimeout in the status words and

@@ -234,8 +234,8 @@ inline constexpr int kWarpRowsMaxBatch = kWarpRowsMaxGroups * kWarpRowsMaxBatchP
 // batch element (the CTA's warps take every (Wr·NG)-th), so a shape serves Wr·NG ≥
 // ceil(kRec / own_slots). The backward data holds the same 3 units' rows of W_hhᵀ restricted to
 // gate q's H columns (the same 108 weights) and polls NG times the records: backward_slots of
-// NG·kRec per batch element and warp (ceil(kRec / Wr): 4 at Wr = 3, 6 at Wr = 2), copied
-// straight into shared memory (no registers held for them).
+// NG·kRec per batch element and warp (ceil(kRec / Wr): 4 at Wr = 3, 6 at Wr = 2), two batch
+// elements per round from BB = 2 so that the polled records fit the registers beside the weights.
 // own_slots 1 serves 12 warps (LSTM, Wr = 3), 2 serves 6..9. Registers are allotted to groups
 // of four warps: a bound of 384 or 288 threads gives 168 per thread, 256 gives 255 (LSTM Wr = 2,
 // GRU Wr = 2 take the latter). ptxas (sm_90), spill stores: forward at BB = 4 LSTM Wr = 3 28
