@@ -10,6 +10,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
 #include <string>
 
 #include "core/cuda_check.h"
@@ -106,6 +107,8 @@ struct ScanOp {
 
   // Staged rows (forward only; tile_scan.cuh): a and x in, h out.
   static constexpr int kStagedInputs = 2;
+  static constexpr int kElemBytes = sizeof(T);
+  static_assert(kElemBytes == 2 || kElemBytes == 4);
   __device__ static const void* staged_input(const ScanParams& p, const Args&, int i) {
     return i == 0 ? p.a : p.u;
   }
@@ -125,7 +128,7 @@ struct ScanOp {
 };
 
 template <class T, Mode M, int V, int TPR, bool Staged>
-__global__ void __launch_bounds__(kTileThreads, (kMinBlocks<M, V, TPR>))
+__global__ void __launch_bounds__(kTileThreads, (Staged ? kStagedMinBlocks : kMinBlocks<M, V, TPR>))
     parallel_scan_kernel(ScanParams p) {
   tile_scan<ScanOp<T, M>, V, TPR, kStepsPerThread<M, V, TPR>, Staged>(
       p, typename ScanOp<T, M>::Args{});
@@ -139,12 +142,23 @@ const void* kernel_of() {
 }
 
 // The one dispatch point: runtime (mode, element type, vector width, threads per row, staged)
-// -> kernel. Staged rows: fp32 forward, 4-channel vectors, one thread per row.
+// -> kernel. Staged rows (forward, 4-channel vectors): fp32 at one thread per row, 16-bit at 2,
+// 4 or 8 (parallel_tiling says when).
 template <class T, Mode M>
 const void* select_shape(int vector, int tpr, bool staged) {
   if (staged) {
     if constexpr (M == Mode::Forward && sizeof(T) == 4)
       if (vector == 4 && tpr == 1) return kernel_of<T, M, 4, 1, true>();
+    if constexpr (M == Mode::Forward && sizeof(T) == 2) {
+      if (vector == 4) {
+        switch (tpr) {
+          case 2: return kernel_of<T, M, 4, 2, true>();
+          case 4: return kernel_of<T, M, 4, 4, true>();
+          case 8: return kernel_of<T, M, 4, 8, true>();
+          default: return nullptr;
+        }
+      }
+    }
     return nullptr;
   }
   if (vector == 4) {
@@ -192,28 +206,34 @@ ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized
                                               : kStepsPerThread<Mode::Forward, 4, 1>)
                                   : kStepsPerThread<Mode::Backward, 4, 1>;
   }
-  // Staged rows (tile_scan.cuh): a lane block's step is one contiguous row holding every channel
-  // in one 16-byte vector: fp32, C = 4, one thread per row, the per-thread form's 4 steps and 3
-  // CTAs per SM (34 KB of shared memory). Not at 2 or more threads per row (C = 8..32): their
-  // 8 steps do not fit the 48 KB of static shared memory, and staging 4 doubles the tile count,
-  // which cost 37 % forward at C = 32 (bench/scan/NOTES.md).
-  const bool staged = mode == Mode::Forward && contiguous_rows && vectorized && tpr == 1 &&
-                      channels == vector && vector * elem_bytes == 16;
+  // Staged rows (tile_scan.cuh), forward only, the per-thread form's steps and CTAs per SM:
+  // - fp32 at C = 4 with contiguous rows (one thread per row; 34 KB of shared memory). Not at 2
+  //   or more threads per row (C = 8..32): their 8 steps of 16 bytes do not fit the 48 KB of
+  //   static shared memory, and staging 4 doubles the tile count, which cost 37 % forward at
+  //   C = 32 (bench/scan/NOTES.md).
+  // - 16-bit tensors with C % 8 == 0 (2 to 8 threads per row, 8 steps of 8-byte vectors: 34-40
+  //   KB), in either layout: every step of a lane block is then whole 16-byte chunks.
+  const bool staged =
+      mode == Mode::Forward && vectorized &&
+      ((elem_bytes == 4 && contiguous_rows && tpr == 1 && channels == vector) ||
+       (elem_bytes == 2 && tpr >= 2 && channels % 8 == 0));
   return {vector, tpr, vector * tpr, kTileThreads / tpr * steps, staged};
 }
 
 void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, const ScanParams& p,
                           cudaStream_t stream) {
   const int vector = tiling.vector, tpr = tiling.threads_per_row;
-  const void* k = mode == Mode::Forward
-                      ? select_elem<Mode::Forward>(elem, vector, tpr, tiling.staged)
-                      : select_elem<Mode::Backward>(elem, vector, tpr, tiling.staged);
+  // Staged rows copy 16-byte chunks: the staged tensors and every step must be 16-byte aligned;
+  // where a call's are not, the same tiling runs with per-thread loads.
+  const int elem_bytes = elem == Elem::F32 ? 4 : 2;
+  auto aligned16 = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
+  const bool staged = tiling.staged && aligned16(p.a) && aligned16(p.u) && aligned16(p.out) &&
+                      (p.stride_t * elem_bytes) % 16 == 0 && (p.stride_b * elem_bytes) % 16 == 0;
+  const void* k = mode == Mode::Forward ? select_elem<Mode::Forward>(elem, vector, tpr, staged)
+                                        : select_elem<Mode::Backward>(elem, vector, tpr, staged);
   if (k == nullptr)
     throw InternalError("parallel scan: no kernel for vector " + std::to_string(vector) + " x " +
-                        std::to_string(tpr) + " threads per row" +
-                        (tiling.staged ? " (staged)" : ""));
-  if (tiling.staged && (p.stride_t != tiling.lane_width || p.channels != tiling.lane_width))
-    throw InternalError("parallel scan: staged rows need stride_t == W == C");
+                        std::to_string(tpr) + " threads per row" + (staged ? " (staged)" : ""));
   ScanParams params = p;
   void* args[] = {&params};
   PRNN_CUDA_CHECK(cudaLaunchKernel(k, dim3(static_cast<unsigned>(p.num_tiles)), dim3(kTileThreads),

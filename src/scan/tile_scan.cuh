@@ -29,17 +29,20 @@
 //   template <int V> static void store_padding(p, args, lane, t);      // t in [len, T)
 //   template <int V> static void store_final(p, args, lane, const state[V]);  // after step len-1
 //   static float init(p, args, b, c);              // state before the first step
-// and, for the staged form of tile_scan (Staged = true; a lane block's step is one contiguous
-// row, stride_t == W == C, and V elements are 16 bytes):
-//   static constexpr int kStagedInputs;            // tensors a step reads, each [.., W] rows
+// and, for the staged form of tile_scan (Staged = true; every step of a lane block is W contiguous
+// elements, 16-byte aligned at every (t, b), and a lane block's step is at least 16 bytes):
+//   static constexpr int kStagedInputs;            // tensors a step reads, laid out like the scan
+//   static constexpr int kElemBytes;               // bytes of one element of those tensors
 //   static const void* staged_input(p, args, i);   // base of input i (indexed by Pos::at)
 //   static void* staged_output(p, args);           // base of the one staged output
 //   template <int V> static void load_staged(p, args, lane, Pos, src[kStagedInputs], coef, in, Step&);
 //   template <int V> static void store_staged(p, args, lane, Pos, state, Step, void* dst);
-// A warp whose steps are all valid then copies its region (32/TPR rows x R steps, contiguous in
-// memory) into shared memory with coalesced 16-byte loads, each thread reads its own steps back,
-// and the outputs leave the same way. Measured (bench/scan/datapath_lab.cu, H200, no lookback):
-// 245 -> 314-355 G elem/s at C = 4 and 32 against per-thread loads of the same tile.
+// A warp whose steps are all valid and whose lane block holds W channels then copies its region
+// (32/TPR rows x R steps of W elements each) into shared memory with coalesced 16-byte loads,
+// each thread reads its own V-element vectors back, and the outputs leave the same way.
+// Measured (bench/scan/datapath_lab.cu, H200, no lookback): fp32 at C = 4 and 32, 245 ->
+// 314-355 G elem/s; bf16 with 4-channel (8-byte) vectors 280 -> 553-580 against per-thread loads
+// of the same tile.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -394,37 +397,185 @@ __device__ __forceinline__ void tile_prefix(const ScanParams& p, unsigned epoch,
 
 // ---- staged rows -------------------------------------------------------------------------------
 
-// Where a warp's region is: its lowest physical step, its first 16-byte chunk in the tensors,
-// and the map from a chunk of the region (c = 0 .. 32·R - 1, in memory order) to the shared-memory
-// slot of the thread that owns it at that thread's step r. Chunk c holds slot c % TPR of
-// physical step t_lo + c / TPR.
-template <int TPR, int R>
+// Where a warp's region is and how it maps onto the staging buffer. The region is kSteps
+// consecutive physical steps from t_lo; each step is the lane block's W elements (E·TPR bytes,
+// E = bytes of one thread's vector), kChunksPerStep 16-byte chunks, at element offset
+// `base + s·stride_t` for step t_lo + s. Chunk c of the region (c = 0 .. kChunks - 1) is chunk
+// c % kChunksPerStep of step t_lo + c / kChunksPerStep; lane i copies chunks i, i + 32, ...
+// In shared memory, step r of thread `lane` is the E bytes at r·kPitch + lane·E, so a thread reads
+// its vectors with consecutive lanes at consecutive addresses. kPitch pads each step row so that
+// the 16-byte chunk stores of 8 lanes (one shared-memory phase: 8 / kChunksPerStep steps, each in
+// its own row) fall in distinct banks.
+template <int TPR, int R, int E>
 struct WarpRegion {
   static constexpr int kSteps = 32 / TPR * R;
-  static constexpr int kPitch = 32 + 1;  // chunks per staged step row: one pad against conflicts
+  static constexpr int kChunksPerStep = TPR * E / 16;
+  static constexpr int kUnitsPerChunk = 16 / E;  // thread vectors per chunk
+  static constexpr int kChunks = kSteps * kChunksPerStep;
+  static constexpr int kChunksPerLane = kChunks / 32;
+  static constexpr int kPitch = 32 * E + 16 * kChunksPerStep;  // bytes per staged step row
+  static_assert(E == 8 || E == 16, "thread vectors of 8 or 16 bytes");
+  static_assert(kChunksPerStep >= 1 && kChunks % 32 == 0, "a step of the lane block is >= 16 B");
   std::int64_t t_lo = 0;
-  std::int64_t first_chunk = 0;
+  std::int64_t base = 0;      // element offset of (t_lo, b, channel0)
+  std::int64_t stride_t = 0;  // elements between consecutive steps
   bool forward = true;
-  __device__ __forceinline__ int slot(int c) const {
-    const int s = c / TPR;
+  // Byte offset in the warp's staging rows of the chunk this lane copies in turn i.
+  __device__ __forceinline__ int slot(int i, int lane) const {
+    const int c = i * 32 + lane;
+    const int s = c / kChunksPerStep;
     const int u = forward ? s : kSteps - 1 - s;  // logical step within the warp
-    return (u % R) * kPitch + (u / R) * TPR + c % TPR;
+    return (u % R) * kPitch + ((u / R) * TPR + (c % kChunksPerStep) * kUnitsPerChunk) * E;
+  }
+  // Element offset (in the scan's tensors) of the chunk this lane copies in turn i.
+  __device__ __forceinline__ std::int64_t at(int i, int lane, int elem_bytes) const {
+    const int c = i * 32 + lane;
+    return base + (c / kChunksPerStep) * stride_t + (c % kChunksPerStep) * (16 / elem_bytes);
   }
 };
 
-// The CTA's staging buffer: per warp, per staged input, R step rows of kPitch chunks.
-template <class Op, int TPR, int R>
-__device__ __forceinline__ auto staged_rows() -> uint4 (&)[kTileWarps][Op::kStagedInputs]
-                                                         [R * WarpRegion<TPR, R>::kPitch] {
+// The CTA's staging buffer: per warp, per staged input, R step rows of kPitch bytes.
+template <class Op, int V, int TPR, int R>
+__device__ __forceinline__ auto staged_rows()
+    -> unsigned char (&)[kTileWarps][Op::kStagedInputs][R * WarpRegion<TPR, R, V * Op::kElemBytes>::kPitch] {
   static_assert(32 % TPR == 0);
-  __shared__ uint4 s[kTileWarps][Op::kStagedInputs][R * WarpRegion<TPR, R>::kPitch];
+  __shared__ alignas(16) unsigned char
+      s[kTileWarps][Op::kStagedInputs][R * WarpRegion<TPR, R, V * Op::kElemBytes>::kPitch];
   return s;
 }
 
-// One tile of the scan (the body of every tile-scan kernel; 256 threads). Staged: see the Op
-// contract above; the launch guarantees stride_t == W == C and 16-byte vectors.
-template <class Op, int V, int TPR, int R, bool Staged = false>
-__device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op::Args& args) {
+// The staged form of a tile (Staged = true; the Op contract above): the tile lives in shared
+// memory, not in registers. Each warp copies its region in (coalesced 16-byte chunks where all its
+// steps are valid and its lane block is whole; else each thread copies its own valid steps), then
+// every thread folds its R steps from shared memory, and after the lookback reads them again to
+// rescan. The outputs go back through the same buffer (chunks) or straight from the thread. With
+// no step held in registers across the lookback, more CTAs fit an SM.
+template <class Op, int V, int TPR, int R>
+__device__ __forceinline__ void tile_scan_staged(const ScanParams& p,
+                                                 const typename Op::Args& args) {
+  static_assert(Op::kMode == Mode::Forward, "staged rows: forward ops only");
+  constexpr int kRowsPerWarp = 32 / TPR;
+  constexpr int E = V * Op::kElemBytes;  // bytes of one thread's vector
+  using Step = typename Op::template Step<V>;
+  using Region = WarpRegion<TPR, R, E>;
+  using Chunk = std::conditional_t<E == 16, uint4, uint2>;
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int k = lane % TPR;
+  const int row = warp * kRowsPerWarp + lane / TPR;
+  const std::int64_t dir = scan_dir<Op::kMode>(p);
+  const unsigned epoch = *static_cast<volatile unsigned*>(p.epoch);  // as in tile_scan
+  const TileCoords tc = tile_coords<V, TPR, R>(p, blockIdx.x, k, row);
+  const Lane& ln = tc.lane;
+  const std::int64_t t0 = dir > 0 ? tc.q0 : ln.len - 1 - tc.q0;
+  const std::int64_t at0 = ln.base + t0 * p.stride_t;
+  const std::int64_t step_at = dir * p.stride_t;
+  auto pos = [&](int r) { return Pos{tc.q0 + r, t0 + dir * r, at0 + r * step_at}; };
+  // Steps [0, valid) of this thread exist (the rest is padding or past T).
+  const std::int64_t left = ln.len - tc.q0;
+  const int valid = !ln.ok || left <= 0 ? 0 : (left >= R ? R : static_cast<int>(left));
+
+  auto& buf = staged_rows<Op, V, TPR, R>()[warp];
+  auto mine = [&](int i, int r) -> unsigned char* { return &buf[i][r * Region::kPitch + lane * E]; };
+  const std::int64_t warp_q0 = tc.j * (kTileThreads / TPR * R) + warp * Region::kSteps;
+  const bool chunked = warp_q0 + Region::kSteps <= ln.len && tc.channel0 + V * TPR <= p.channels;
+  Region region;
+  region.forward = dir > 0;
+  region.t_lo = dir > 0 ? warp_q0 : ln.len - warp_q0 - Region::kSteps;
+  region.stride_t = p.stride_t;
+  region.base = ln.base - ln.c + tc.channel0 + region.t_lo * p.stride_t;
+
+  // 1. Into shared memory.
+  if (chunked) {
+#pragma unroll
+    for (int i = 0; i < Op::kStagedInputs; ++i) {
+      const auto* src = static_cast<const unsigned char*>(Op::staged_input(p, args, i));
+#pragma unroll
+      for (int c = 0; c < Region::kChunksPerLane; ++c)
+        *reinterpret_cast<uint4*>(&buf[i][region.slot(c, lane)]) = __ldg(
+            reinterpret_cast<const uint4*>(src + region.at(c, lane, Op::kElemBytes) * Op::kElemBytes));
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < Op::kStagedInputs; ++i) {
+      const auto* src = static_cast<const unsigned char*>(Op::staged_input(p, args, i));
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        if (r < valid)
+          *reinterpret_cast<Chunk*>(mine(i, r)) =
+              __ldg(reinterpret_cast<const Chunk*>(src + pos(r).at * Op::kElemBytes));
+    }
+  }
+  __syncwarp();
+
+  // 2. The initial state (its load overlaps the fold's shared-memory reads).
+  float carry[kChannelsPerWarp<V * TPR>];
+  carry_init<V * TPR>(p, tc, carry,
+                      [&](std::int32_t b, std::int32_t c) { return Op::init(p, args, b, c); });
+
+  // 3. Fold from shared memory, scan across rows, publish, look back.
+  auto read_step = [&](int r, float (&coef)[V], float (&in)[V], Step& st) {
+    const void* from[Op::kStagedInputs];
+#pragma unroll
+    for (int i = 0; i < Op::kStagedInputs; ++i) from[i] = mine(i, r);
+    Op::template load_staged<V>(p, args, ln, pos(r), from, coef, in, st);
+  };
+  Pair inc[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) inc[i] = Pair{1.0f, 0.0f};
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r < valid) {
+      float coef[V], in[V];
+      Step st;
+      read_step(r, coef, in, st);
+#pragma unroll
+      for (int i = 0; i < V; ++i) inc[i] = compose(inc[i], Pair{coef[i], in[i]});
+    }
+  }
+  float state[V];
+  tile_prefix<V, TPR>(p, epoch, tc, inc, carry, state);
+
+  // 4. Rescan from shared memory and write.
+  if (ln.ok) {
+    std::int64_t at0_r = at0, step_r = step_at, t0_r = t0;
+    asm volatile("" : "+l"(at0_r), "+l"(step_r), "+l"(t0_r));
+    auto pos_r = [&](int r) { return Pos{tc.q0 + r, t0_r + dir * r, at0_r + r * step_r}; };
+    if (tc.j == 0 && row == 0 && ln.len == 0) Op::template store_final<V>(p, args, ln, state);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const std::int64_t q = tc.q0 + r;
+      if (r < valid) {
+        float coef[V], in[V];
+        Step st;
+        read_step(r, coef, in, st);
+#pragma unroll
+        for (int i = 0; i < V; ++i) state[i] = fmaf(coef[i], state[i], in[i]);
+        if (chunked) Op::template store_staged<V>(p, args, ln, pos_r(r), state, st, mine(0, r));
+        else Op::template store<V>(p, args, ln, pos_r(r), state, st);
+        if (q == ln.len - 1) Op::template store_final<V>(p, args, ln, state);
+      } else if (q >= ln.len && q < p.steps) {
+        Op::template store_padding<V>(p, args, ln, q);
+      }
+    }
+  }
+  if (chunked) {  // warp-uniform; every lane of a chunked warp has ln.ok
+    __syncwarp();
+    auto* dst = static_cast<unsigned char*>(Op::staged_output(p, args));
+#pragma unroll
+    for (int c = 0; c < Region::kChunksPerLane; ++c)
+      *reinterpret_cast<uint4*>(dst + region.at(c, lane, Op::kElemBytes) * Op::kElemBytes) =
+          *reinterpret_cast<const uint4*>(&buf[0][region.slot(c, lane)]);
+  }
+  if (threadIdx.x == 0) finish_tile(p, epoch, p.num_tiles);
+}
+
+// The register form of a tile: each thread loads its R steps into registers (padding and
+// out-of-range steps are the identity), folds them, and rescans them after the lookback.
+template <class Op, int V, int TPR, int R>
+__device__ __forceinline__ void tile_scan_registers(const ScanParams& p,
+                                                    const typename Op::Args& args) {
   constexpr int kRowsPerWarp = 32 / TPR;
   using Step = typename Op::template Step<V>;
 
@@ -447,40 +598,7 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
   // 1. Load R steps; padding and out-of-range steps are the identity (1, 0).
   float coef[R][V], in[R][V];
   Step step[R];
-  // Staged: the warp's first step and whether all of its steps are valid (warp-uniform: a tile
-  // is one batch entry when W == C).
-  using Region = WarpRegion<TPR, R>;
-  const std::int64_t warp_q0 = tc.j * (kTileThreads / TPR * R) + warp * Region::kSteps;
-  const bool staged = Staged && warp_q0 + Region::kSteps <= ln.len;
-  Region region;
-  if constexpr (Staged) {
-    region.forward = dir > 0;
-    region.t_lo = dir > 0 ? warp_q0 : ln.len - warp_q0 - Region::kSteps;
-    region.first_chunk = (ln.base - ln.c + region.t_lo * p.stride_t) / V;
-  }
-  if (staged) {
-    if constexpr (Staged) {
-      auto& buf = staged_rows<Op, TPR, R>()[warp];
-#pragma unroll
-      for (int i = 0; i < Op::kStagedInputs; ++i) {
-        const uint4* src =
-            static_cast<const uint4*>(Op::staged_input(p, args, i)) + region.first_chunk;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const int c = r * 32 + lane;
-          buf[i][region.slot(c)] = __ldg(src + c);
-        }
-      }
-      __syncwarp();
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const void* from[Op::kStagedInputs];
-#pragma unroll
-        for (int i = 0; i < Op::kStagedInputs; ++i) from[i] = &buf[i][r * Region::kPitch + lane];
-        Op::template load_staged<V>(p, args, ln, pos(r), from, coef[r], in[r], step[r]);
-      }
-    }
-  } else if (ln.ok && tc.q0 + R <= ln.len) {  // every step valid
+  if (ln.ok && tc.q0 + R <= ln.len) {  // every step valid
 #pragma unroll
     for (int r = 0; r < R; ++r) Op::template load<V>(p, args, ln, pos(r), coef[r], in[r], step[r]);
   } else {
@@ -520,27 +638,7 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
     asm volatile("" : "+l"(at0_r), "+l"(step_r), "+l"(t0_r));
     auto pos_r = [&](int r) { return Pos{tc.q0 + r, t0_r + dir * r, at0_r + r * step_r}; };
     if (tc.j == 0 && row == 0 && ln.len == 0) Op::template store_final<V>(p, args, ln, state);
-    if (staged) {
-      if constexpr (Staged) {
-        auto& buf = staged_rows<Op, TPR, R>()[warp];
-        __syncwarp();  // every thread has read its inputs back
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-#pragma unroll
-          for (int i = 0; i < V; ++i) state[i] = fmaf(coef[r][i], state[i], in[r][i]);
-          Op::template store_staged<V>(p, args, ln, pos_r(r), state, step[r],
-                                       &buf[0][r * Region::kPitch + lane]);
-        }
-        if (tc.q0 + R == ln.len) Op::template store_final<V>(p, args, ln, state);
-        __syncwarp();
-        uint4* dst = static_cast<uint4*>(Op::staged_output(p, args)) + region.first_chunk;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const int c = r * 32 + lane;
-          dst[c] = buf[0][region.slot(c)];
-        }
-      }
-    } else if (tc.q0 + R < ln.len) {  // every step valid, none the last
+    if (tc.q0 + R < ln.len) {  // every step valid, none the last
 #pragma unroll
       for (int r = 0; r < R; ++r) {
 #pragma unroll
@@ -565,6 +663,14 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
   if (threadIdx.x == 0) finish_tile(p, epoch, p.num_tiles);
 }
 
+// One tile of the scan (the body of every tile-scan kernel; 256 threads): the register form, or,
+// Staged, the shared-memory form (the launch guarantees 16-byte aligned tensors and steps).
+template <class Op, int V, int TPR, int R, bool Staged = false>
+__device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op::Args& args) {
+  if constexpr (Staged) tile_scan_staged<Op, V, TPR, R>(p, args);
+  else tile_scan_registers<Op, V, TPR, R>(p, args);
+}
+
 // ---- tiling ------------------------------------------------------------------------------------
 
 // Steps per thread. Longer tiles read fewer lookback records per element, but cost registers:
@@ -575,4 +681,8 @@ inline constexpr int kStepsPerThread = V == 1 ? 8 : (M == Mode::Forward && TPR >
 template <Mode M, int V, int TPR>
 inline constexpr int kMinBlocks = (M == Mode::Forward && V == 4 && TPR >= 2) ? 2
                                   : (M == Mode::Forward ? 3 : 2);
+// CTAs per SM of the staged (shared-memory) form: its steps are not held in registers, and 4
+// CTAs take 136-172 KB of shared memory (64 registers, no spills; 5 would spill at 8 threads
+// per row).
+inline constexpr int kStagedMinBlocks = 4;
 }  // namespace prnn::scan

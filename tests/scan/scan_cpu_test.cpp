@@ -7,6 +7,10 @@
 #include "scan/scan_case.h"
 #include "support/expect.h"
 
+#if PRNN_WITH_CUDA
+#include "scan/scan_kernels.h"
+#endif
+
 namespace prnn {
 namespace {
 
@@ -120,6 +124,33 @@ TEST(ScanCpu, RejectsBadArguments) {
   EXPECT_FALSE(LinearScan::can_implement(half, ScanAlgo::Reference).empty());
   EXPECT_THROW(parse_scan_algo("fast"), InvalidArgument);
 }
+
+#if PRNN_WITH_CUDA
+// Which parallel tilings stage their rows through shared memory (host-side choice; the staged
+// kernels' results are checked in scan_gpu_test): the forward pass over 16-bit tensors with
+// C % 8 == 0 in either layout, and over fp32 at C = 4 with contiguous rows; nothing else.
+TEST(ScanTiling, StagesRowsWhereStepsAreWholeChunks) {
+  using scan::Mode;
+  using scan::parallel_tiling;
+  for (std::int64_t c : {8, 16, 40, 1024}) {
+    for (bool contiguous : {false, true}) {
+      const scan::ParallelTiling t = parallel_tiling(Mode::Forward, c, true, 2, contiguous);
+      EXPECT_TRUE(t.staged) << "C = " << c;
+      EXPECT_EQ(t.tile_steps, 256 / t.threads_per_row * 8) << "C = " << c;
+    }
+  }
+  EXPECT_EQ(parallel_tiling(Mode::Forward, 8, true, 2).threads_per_row, 2);
+  EXPECT_EQ(parallel_tiling(Mode::Forward, 1024, true, 2).threads_per_row, 8);
+  EXPECT_FALSE(parallel_tiling(Mode::Forward, 12, true, 2, true).staged);    // C % 8 != 0
+  EXPECT_FALSE(parallel_tiling(Mode::Forward, 4, true, 2, true).staged);     // 8-byte steps
+  EXPECT_FALSE(parallel_tiling(Mode::Backward, 1024, true, 2, true).staged);
+  EXPECT_FALSE(parallel_tiling(Mode::Forward, 1024, false, 2, true).staged);  // scalar lanes
+  EXPECT_TRUE(parallel_tiling(Mode::Forward, 4, true, 4, true).staged);
+  EXPECT_FALSE(parallel_tiling(Mode::Forward, 4, true, 4, false).staged);
+  EXPECT_FALSE(parallel_tiling(Mode::Forward, 32, true, 4, true).staged);
+  EXPECT_FALSE(parallel_tiling(Mode::Backward, 4, true, 4, true).staged);
+}
+#endif
 
 }  // namespace
 }  // namespace prnn

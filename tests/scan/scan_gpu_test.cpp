@@ -22,7 +22,9 @@ struct GpuCase {
   bool lengths;
   DType dtype;
   ScanAlgo algo;
-  bool misalign = false;  // offset every tensor by one element: no 4-channel vectors
+  // Offset every tensor by this many elements: 1 leaves no 4-channel vectors; 4 in 16 bits
+  // leaves 8-byte vectors but no 16-byte chunks (staged rows fall back to per-thread loads).
+  int misalign = 0;
 };
 
 std::string name_of(const ::testing::TestParamInfo<GpuCase>& info) {
@@ -31,24 +33,25 @@ std::string name_of(const ::testing::TestParamInfo<GpuCase>& info) {
          "_B" + std::to_string(g.B) + "_C" + std::to_string(g.C) +
          (g.layout == ScanLayout::TimeMajor ? "_tbc" : "_btc") +
          (g.direction == ScanDirection::Forward ? "_fwd" : "_rev") + (g.lengths ? "_len" : "") +
-         (g.misalign ? "_misaligned" : "");
+         (g.misalign != 0 ? "_misaligned" + std::to_string(g.misalign) : "");
 }
 
-// A device tensor, optionally starting one element into its allocation (misaligned).
+// A device tensor, optionally starting `misalign` elements into its allocation.
 struct DevTensor {
   DeviceBuffer buf;
   std::size_t offset = 0;  // bytes
   void* data() const { return static_cast<char*>(buf.data()) + offset; }
 };
 
-DevTensor poisoned(std::size_t n, DType dtype, bool misalign) {
-  DevTensor t{DeviceBuffer((n + 1) * size_of(dtype)), misalign ? size_of(dtype) : 0};
+DevTensor poisoned(std::size_t n, DType dtype, int misalign) {
+  const auto extra = static_cast<std::size_t>(misalign);
+  DevTensor t{DeviceBuffer((n + extra + 1) * size_of(dtype)), extra * size_of(dtype)};
   t.buf.fill_bytes(0xFF);
   return t;
 }
 
 // Device copy of a double host vector in `dtype`.
-DevTensor upload(const std::vector<double>& v, DType dtype, bool misalign) {
+DevTensor upload(const std::vector<double>& v, DType dtype, int misalign) {
   std::vector<std::uint8_t> tmp(v.size() * size_of(dtype));
   convert(v.data(), DType::F64, tmp.data(), dtype, v.size());
   DevTensor t = poisoned(v.size(), dtype, misalign);
@@ -83,7 +86,7 @@ TEST_P(ScanGpu, MatchesReference) {
 
   LinearScan scan(sc.desc, g.algo);
   ASSERT_EQ(scan.algo(), g.algo);
-  const bool mis = g.misalign;
+  const int mis = g.misalign;
   DevTensor a = upload(s.a, g.dtype, mis), x = upload(s.x, g.dtype, mis);
   DevTensor h0 = upload(s.h0, g.dtype, mis);
   DevTensor h = poisoned(n, g.dtype, mis), hf = poisoned(ns, g.dtype, mis);
@@ -156,8 +159,8 @@ std::vector<GpuCase> cases() {
   v.push_back({4099, 3, 4, tbc, rev, true, DType::F32, ScanAlgo::Parallel});
   v.push_back({2049, 2, 64, tbc, fwd, true, DType::BF16, ScanAlgo::Parallel});
   v.push_back({2049, 2, 8, btc, rev, false, DType::F16, ScanAlgo::Parallel});
-  v.push_back({1000, 2, 128, btc, rev, true, DType::F32, ScanAlgo::Parallel, true});
-  v.push_back({333, 3, 4, tbc, fwd, false, DType::BF16, ScanAlgo::Parallel, true});
+  v.push_back({1000, 2, 128, btc, rev, true, DType::F32, ScanAlgo::Parallel, 1});
+  v.push_back({333, 3, 4, tbc, fwd, false, DType::BF16, ScanAlgo::Parallel, 1});
   // 16-bit tensors with 4-channel vectors at more widths, lengths, reverse
   v.push_back({333, 3, 16, tbc, rev, true, DType::F16, ScanAlgo::Parallel});
   v.push_back({1000, 2, 24, btc, fwd, true, DType::BF16, ScanAlgo::Parallel});
@@ -168,7 +171,17 @@ std::vector<GpuCase> cases() {
   v.push_back({3001, 3, 4, btc, rev, true, DType::F32, ScanAlgo::Parallel});
   v.push_back({70001, 1, 4, tbc, rev, false, DType::F32, ScanAlgo::Parallel});
   v.push_back({3001, 3, 4, tbc, fwd, true, DType::F32, ScanAlgo::Parallel});
-  v.push_back({4101, 1, 4, tbc, fwd, true, DType::F32, ScanAlgo::Parallel, true});
+  v.push_back({4101, 1, 4, tbc, fwd, true, DType::F32, ScanAlgo::Parallel, 1});
+  // staged 16-bit rows (C % 8 == 0; forward through shared memory at 2, 4 and 8 threads per row):
+  // several tiles, both layouts, reverse, lengths, a partial lane block (C = 40: the second block
+  // of 32 channels holds 8, per-thread copies), the 2-level lookback; and 16-bit tensors aligned
+  // to 8 bytes but not 16 (per-thread register form)
+  v.push_back({4099, 1, 8, tbc, rev, true, DType::BF16, ScanAlgo::Parallel});
+  v.push_back({3001, 3, 40, tbc, fwd, true, DType::F16, ScanAlgo::Parallel});
+  v.push_back({2051, 3, 16, btc, rev, true, DType::BF16, ScanAlgo::Parallel});
+  v.push_back({300007, 1, 16, btc, rev, false, DType::BF16, ScanAlgo::Parallel});
+  v.push_back({2049, 2, 64, btc, rev, true, DType::BF16, ScanAlgo::Parallel, 4});
+  v.push_back({2049, 2, 16, tbc, fwd, true, DType::F16, ScanAlgo::Parallel, 4});
   // multi-level lookback: 2 levels (C=1: 2048 steps per tile), 3 levels (C=33: 64 steps;
   // C=32 vectorized: 256 steps forward, 128 backward)
   v.push_back({300007, 1, 32, btc, fwd, true, DType::F32, ScanAlgo::Parallel});
