@@ -128,7 +128,7 @@ struct ScanOp {
 };
 
 template <class T, Mode M, int V, int TPR, bool Staged>
-__global__ void __launch_bounds__(kTileThreads, (Staged ? kStagedMinBlocks : kMinBlocks<M, V, TPR>))
+__global__ void __launch_bounds__(kTileThreads, (Staged ? kStagedMinBlocks<sizeof(T)> : kMinBlocks<M, V, TPR>))
     parallel_scan_kernel(ScanParams p) {
   tile_scan<ScanOp<T, M>, V, TPR, kStepsPerThread<M, V, TPR>, Staged>(
       p, typename ScanOp<T, M>::Args{});

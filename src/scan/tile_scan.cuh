@@ -148,27 +148,36 @@ template <int W>
 inline constexpr int kChannelsPerWarp = (W + kTileWarps - 1) / kTileWarps;
 
 // Whole CTA: fold records [first, first + n) (n <= 32) of one level, in order, for every channel.
-// Warp v owns channels v, v + 8, ...; lane i loads item i, so a level costs one round trip to L2;
-// the items are then combined by a fixed tree over the lanes (deterministic for every n).
-// On return lane 0 of each warp holds the fold of its k-th channel in out[k].
+// Warp v owns channels v, v + 8, ... (K of them); its lanes are K groups of G = 32 / K, group k for
+// its k-th channel, and lane g of a group folds items [g·S, g·S + S) in order (S = ceil(n / G)):
+// every item is loaded at once, so a level costs one round trip to L2. The groups' lanes are then
+// combined by a fixed tree (deterministic for every n). On return every lane of each warp holds
+// the fold of its k-th channel in out[k].
 template <int W>
 __device__ void fold_items(const ScanParams& p, unsigned epoch, int level,
                            std::int64_t lane_block, std::int64_t first, int n,
                            Pair (&out)[kChannelsPerWarp<W>]) {
   constexpr int K = kChannelsPerWarp<W>;
+  constexpr int G = 32 / K;                // lanes per channel
+  constexpr int kMaxItems = (32 + G - 1) / G;  // items per lane at n = 32
+  static_assert(K == 1 || K == 2 || K == 4, "lane groups of 32, 16 or 8");
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
+  const int k = lane / G, g = lane % G;
+  const int ch = warp + kTileWarps * k;
+  const int per_lane = (n + G - 1) / G;
+  const int lo = g * per_lane;
+  const int count = ch < W ? max(0, min(per_lane, n - lo)) : 0;
   const float4* rec = reinterpret_cast<const float4*>(p.agg[level]) +
-                      (lane_block * p.level_count[level] + first) * W;
-  float4 v[K];
+                      (lane_block * p.level_count[level] + first + lo) * W + ch;
+  float4 v[kMaxItems];
   bool ready = true;
 #pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int ch = warp + kTileWarps * k;
-    v[k] = make_float4(1.0f, 0.0f, __uint_as_float(epoch), 0.0f);
-    if (ch < W && lane < n) {
-      v[k] = __ldcg(rec + static_cast<std::int64_t>(lane) * W + ch);
-      ready = ready && tagged(v[k], epoch);
+  for (int i = 0; i < kMaxItems; ++i) {
+    v[i] = make_float4(1.0f, 0.0f, __uint_as_float(epoch), 0.0f);
+    if (i < count) {
+      v[i] = __ldcg(rec + static_cast<std::int64_t>(i) * W);
+      ready = ready && tagged(v[i], epoch);
     }
   }
   std::uint64_t start = 0;
@@ -182,25 +191,25 @@ __device__ void fold_items(const ScanParams& p, unsigned epoch, int level,
     }
     ready = true;
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int ch = warp + kTileWarps * k;
-      if (ch < W && lane < n && !tagged(v[k], epoch)) {
-        v[k] = __ldcg(rec + static_cast<std::int64_t>(lane) * W + ch);
-        ready = ready && tagged(v[k], epoch);
+    for (int i = 0; i < kMaxItems; ++i) {
+      if (i < count && !tagged(v[i], epoch)) {
+        v[i] = __ldcg(rec + static_cast<std::int64_t>(i) * W);
+        ready = ready && tagged(v[i], epoch);
       }
     }
   }
+  Pair acc{v[0].x, v[0].y};
 #pragma unroll
-  for (int k = 0; k < K; ++k) {
-    Pair acc{v[k].x, v[k].y};
+  for (int i = 1; i < kMaxItems; ++i) acc = compose(acc, Pair{v[i].x, v[i].y});
 #pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-      const float oa = __shfl_down_sync(kFullMask, acc.a, d);
-      const float ox = __shfl_down_sync(kFullMask, acc.x, d);
-      if ((lane & (2 * d - 1)) == 0) acc = compose(acc, Pair{oa, ox});
-    }
-    out[k] = acc;
+  for (int d = 1; d < G; d *= 2) {
+    const float oa = __shfl_down_sync(kFullMask, acc.a, d);
+    const float ox = __shfl_down_sync(kFullMask, acc.x, d);
+    if ((g & (2 * d - 1)) == 0) acc = compose(acc, Pair{oa, ox});
   }
+#pragma unroll
+  for (int kk = 0; kk < K; ++kk)
+    out[kk] = Pair{__shfl_sync(kFullMask, acc.a, kk * G), __shfl_sync(kFullMask, acc.x, kk * G)};
 }
 
 // ---- tiles -------------------------------------------------------------------------------------
@@ -681,8 +690,9 @@ inline constexpr int kStepsPerThread = V == 1 ? 8 : (M == Mode::Forward && TPR >
 template <Mode M, int V, int TPR>
 inline constexpr int kMinBlocks = (M == Mode::Forward && V == 4 && TPR >= 2) ? 2
                                   : (M == Mode::Forward ? 3 : 2);
-// CTAs per SM of the staged (shared-memory) form: its steps are not held in registers, and 4
-// CTAs take 136-172 KB of shared memory (64 registers, no spills; 5 would spill at 8 threads
-// per row).
-inline constexpr int kStagedMinBlocks = 4;
+// CTAs per SM of the staged (shared-memory) form, by element bytes: its steps are not held in
+// registers. Measured on an H100 (bench/scan/NOTES.md): 16-bit 3 (80 registers; 4 were 0-7 %
+// slower, 5 spill at 8 threads per row and lost 20-30 %); fp32 at C = 4 4 (64 registers).
+template <int ElemBytes>
+inline constexpr int kStagedMinBlocks = ElemBytes == 2 ? 3 : 4;
 }  // namespace prnn::scan
