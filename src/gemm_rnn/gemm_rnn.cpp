@@ -16,6 +16,7 @@
 #include "core/check.h"
 #include "core/cublas.h"
 #include "core/cuda_check.h"
+#include "core/knob.h"
 #include "persistent/tiling.h"
 #include "prnn/device.h"
 
@@ -67,15 +68,6 @@ std::uint64_t parse_knob(const char* name, const std::string& text, const std::s
   }
   PRNN_EXPECT(used == text.size() && used > 0, "{}: expected {}, got '{}'", name, what, text);
   return v;
-}
-
-// An on/off knob: "0" or "1" when set, nullopt when unset or empty.
-std::optional<bool> switch_knob(const char* name) {
-  const char* t = std::getenv(name);
-  if (t == nullptr || *t == '\0') return std::nullopt;
-  const std::string text = t;
-  PRNN_EXPECT(text == "0" || text == "1", "{}: expected 0 or 1, got '{}'", name, text);
-  return text == "1";
 }
 
 }  // namespace

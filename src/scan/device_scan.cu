@@ -224,10 +224,12 @@ void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, co
                           cudaStream_t stream) {
   const int vector = tiling.vector, tpr = tiling.threads_per_row;
   // Staged rows copy 16-byte chunks: the staged tensors and every step must be 16-byte aligned;
-  // where a call's are not, the same tiling runs with per-thread loads.
+  // where a call's are not, the same tiling runs with per-thread loads. So does a launch of few
+  // tiles (under staged_min_tiles), whose time is one tile's latency, which staging lengthens.
   const int elem_bytes = elem == Elem::F32 ? 4 : 2;
   auto aligned16 = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
-  const bool staged = tiling.staged && aligned16(p.a) && aligned16(p.u) && aligned16(p.out) &&
+  const bool staged = tiling.staged && p.num_tiles >= tiling.staged_min_tiles && aligned16(p.a) &&
+                      aligned16(p.u) && aligned16(p.out) &&
                       (p.stride_t * elem_bytes) % 16 == 0 && (p.stride_b * elem_bytes) % 16 == 0;
   const void* k = mode == Mode::Forward ? select_elem<Mode::Forward>(elem, vector, tpr, staged)
                                         : select_elem<Mode::Backward>(elem, vector, tpr, staged);

@@ -9,7 +9,10 @@
 #include "reference/scan.h"
 
 #if PRNN_WITH_CUDA
+#include <optional>
+
 #include "core/cuda_check.h"
+#include "core/knob.h"
 #include "scan/scan_kernels.h"
 #endif
 
@@ -326,6 +329,16 @@ LinearScan::LinearScan(const ScanDesc& desc, ScanAlgo algo) : impl_(std::make_un
       var.tiling = scan::parallel_tiling(mode, desc.channels, v == 1 && desc.channels % 4 == 0,
                                          elem_bytes, contiguous_rows);
       bytes = std::max(bytes, scan::plan_parallel_scan(var.tiling, var.base));
+    }
+  }
+  // PRNN_SCAN_STAGED=0|1: 0 never stages rows through shared memory, 1 stages them wherever the
+  // tiling allows, also in launches of few tiles (for A/B runs and tests; unset: by tile count).
+  if (const std::optional<bool> staged = switch_knob("PRNN_SCAN_STAGED")) {
+    for (auto& per_mode : s.variant) {
+      for (Impl::Variant& var : per_mode) {
+        if (*staged) var.tiling.staged_min_tiles = 0;
+        else var.tiling.staged = false;
+      }
     }
   }
   s.workspace = DeviceBuffer(bytes);

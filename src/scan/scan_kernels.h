@@ -21,9 +21,14 @@ struct ParallelTiling {
   int lane_width = 0;       // W = V * TPR: channels per tile
   int tile_steps = 0;       // L: steps per tile
   bool staged = false;      // forward rows staged through shared memory (tile_scan.cuh)
+  // Fewest tiles a launch needs to take the staged form (fewer: the register form): measured on
+  // an H100 (bench/scan/NOTES.md), 16-bit forward launches of 128-256 tiles (2^18-2^21
+  // elements) were 6-13 % slower staged, of 2048 tiles 7 % faster.
+  std::int64_t staged_min_tiles = 1024;
 };
 // contiguous_rows: a lane block's step is one contiguous row (stride_t == C: batch 1 or
-// batch-major); with C == W == one 16-byte vector (fp32, C = 4) the forward then stages rows.
+// batch-major); with C == W == one 16-byte vector (fp32, C = 4) the forward then stages rows, as
+// it does for 16-bit tensors with C % 8 == 0 in either layout.
 ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized,
                                int elem_bytes = 4, bool contiguous_rows = false);
 void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, const ScanParams& p,

@@ -8,6 +8,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+
 #include "prnn/device.h"
 #include "prnn/error.h"
 #include "scan/scan_case.h"
@@ -25,6 +27,9 @@ struct GpuCase {
   // Offset every tensor by this many elements: 1 leaves no 4-channel vectors; 4 in 16 bits
   // leaves 8-byte vectors but no 16-byte chunks (staged rows fall back to per-thread loads).
   int misalign = 0;
+  // PRNN_SCAN_STAGED=1: stage rows wherever the tiling allows, also in these small launches
+  // (unset, a launch stages only from 1024 tiles on).
+  bool force_staged = false;
 };
 
 std::string name_of(const ::testing::TestParamInfo<GpuCase>& info) {
@@ -33,7 +38,8 @@ std::string name_of(const ::testing::TestParamInfo<GpuCase>& info) {
          "_B" + std::to_string(g.B) + "_C" + std::to_string(g.C) +
          (g.layout == ScanLayout::TimeMajor ? "_tbc" : "_btc") +
          (g.direction == ScanDirection::Forward ? "_fwd" : "_rev") + (g.lengths ? "_len" : "") +
-         (g.misalign != 0 ? "_misaligned" + std::to_string(g.misalign) : "");
+         (g.misalign != 0 ? "_misaligned" + std::to_string(g.misalign) : "") +
+         (g.force_staged ? "_staged" : "");
 }
 
 // A device tensor, optionally starting `misalign` elements into its allocation.
@@ -84,7 +90,9 @@ TEST_P(ScanGpu, MatchesReference) {
   const Shape seq = sc.desc.sequence_shape(), st = sc.desc.state_shape();
   const Device dev = Device::cuda(0);
 
+  if (g.force_staged) setenv("PRNN_SCAN_STAGED", "1", 1);
   LinearScan scan(sc.desc, g.algo);
+  unsetenv("PRNN_SCAN_STAGED");
   ASSERT_EQ(scan.algo(), g.algo);
   const int mis = g.misalign;
   DevTensor a = upload(s.a, g.dtype, mis), x = upload(s.x, g.dtype, mis);
@@ -176,12 +184,15 @@ std::vector<GpuCase> cases() {
   // several tiles, both layouts, reverse, lengths, a partial lane block (C = 40: the second block
   // of 32 channels holds 8, per-thread copies), the 2-level lookback; and 16-bit tensors aligned
   // to 8 bytes but not 16 (per-thread register form)
-  v.push_back({4099, 1, 8, tbc, rev, true, DType::BF16, ScanAlgo::Parallel});
+  v.push_back({4099, 1, 8, tbc, rev, true, DType::BF16, ScanAlgo::Parallel, 0, true});
+  v.push_back({3001, 3, 40, tbc, fwd, true, DType::F16, ScanAlgo::Parallel, 0, true});
+  v.push_back({2051, 3, 16, btc, rev, true, DType::BF16, ScanAlgo::Parallel, 0, true});
+  v.push_back({300007, 1, 16, btc, rev, false, DType::BF16, ScanAlgo::Parallel, 0, true});
+  v.push_back({2049, 2, 64, btc, rev, true, DType::BF16, ScanAlgo::Parallel, 4, true});
+  v.push_back({2049, 2, 16, tbc, fwd, true, DType::F16, ScanAlgo::Parallel, 4, true});
+  // the same shapes as the launch picks (few tiles: the register form)
   v.push_back({3001, 3, 40, tbc, fwd, true, DType::F16, ScanAlgo::Parallel});
-  v.push_back({2051, 3, 16, btc, rev, true, DType::BF16, ScanAlgo::Parallel});
   v.push_back({300007, 1, 16, btc, rev, false, DType::BF16, ScanAlgo::Parallel});
-  v.push_back({2049, 2, 64, btc, rev, true, DType::BF16, ScanAlgo::Parallel, 4});
-  v.push_back({2049, 2, 16, tbc, fwd, true, DType::F16, ScanAlgo::Parallel, 4});
   // multi-level lookback: 2 levels (C=1: 2048 steps per tile), 3 levels (C=33: 64 steps;
   // C=32 vectorized: 256 steps forward, 128 backward)
   v.push_back({300007, 1, 32, btc, fwd, true, DType::F32, ScanAlgo::Parallel});
@@ -214,6 +225,23 @@ TEST(ScanGpuErrors, BadLengthIsReportedNotIgnored) {
     EXPECT_THROW(scan.check(), RuntimeError) << to_string(algo);
     scan.check();  // the status was cleared by the report
   }
+}
+
+// A malformed PRNN_SCAN_STAGED is an InvalidArgument naming the knob and the value.
+TEST(ScanGpuErrors, MalformedStagedKnobIsRejected) {
+  ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
+  const ScanDesc d{4096, 1, 64, ScanLayout::TimeMajor, ScanDirection::Forward, DType::BF16,
+                   Device::cuda(0)};
+  setenv("PRNN_SCAN_STAGED", "yes", 1);
+  try {
+    LinearScan scan(d, ScanAlgo::Parallel);
+    ADD_FAILURE() << "PRNN_SCAN_STAGED=yes was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("PRNN_SCAN_STAGED: expected 0 or 1, got 'yes'"),
+              std::string::npos)
+        << e.what();
+  }
+  unsetenv("PRNN_SCAN_STAGED");
 }
 
 }  // namespace
