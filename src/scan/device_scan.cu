@@ -127,8 +127,12 @@ struct ScanOp {
   }
 };
 
+// CTAs per SM a kernel is compiled for (its register budget).
 template <class T, Mode M, int V, int TPR, bool Staged>
-__global__ void __launch_bounds__(kTileThreads, (Staged ? kStagedMinBlocks<sizeof(T)> : kMinBlocks<M, V, TPR>))
+constexpr int kScanMinBlocks = Staged ? kStagedMinBlocks<sizeof(T)> : kMinBlocks<M, V, TPR>;
+
+template <class T, Mode M, int V, int TPR, bool Staged>
+__global__ void __launch_bounds__(kTileThreads, (kScanMinBlocks<T, M, V, TPR, Staged>))
     parallel_scan_kernel(ScanParams p) {
   tile_scan<ScanOp<T, M>, V, TPR, kStepsPerThread<M, V, TPR>, Staged>(
       p, typename ScanOp<T, M>::Args{});
@@ -206,12 +210,13 @@ ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized
                                               : kStepsPerThread<Mode::Forward, 4, 1>)
                                   : kStepsPerThread<Mode::Backward, 4, 1>;
   }
-  // Staged rows (tile_scan.cuh), forward only, the per-thread form's steps and CTAs per SM:
+  // Staged rows (tile_scan.cuh), forward only, with the register form's tiles (so the same plan
+  // and workspace) and CTAs per SM of their own (kStagedMinBlocks):
   // - fp32 at C = 4 with contiguous rows (one thread per row; 34 KB of shared memory). Not at 2
   //   or more threads per row (C = 8..32): their 8 steps of 16 bytes do not fit the 48 KB of
   //   static shared memory, and staging 4 doubles the tile count, which cost 37 % forward at
   //   C = 32 (bench/scan/NOTES.md).
-  // - 16-bit tensors with C % 8 == 0 (2 to 8 threads per row, 8 steps of 8-byte vectors: 34-40
+  // - 16-bit tensors with C % 8 == 0 (2 to 8 threads per row, 8 steps of 8-byte vectors: 35-43
   //   KB), in either layout: every step of a lane block is then whole 16-byte chunks.
   const bool staged =
       mode == Mode::Forward && vectorized &&

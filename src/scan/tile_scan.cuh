@@ -36,7 +36,8 @@
 //   static constexpr int kElemBytes;               // bytes of one element of those tensors
 //   static const void* staged_input(p, args, i);   // base of input i (indexed by Pos::at)
 //   static void* staged_output(p, args);           // base of the one staged output
-//   template <int V> static void load_staged(p, args, lane, Pos, src[kStagedInputs], coef, in, Step&);
+//   template <int V> static void load_staged(p, args, lane, Pos, src[kStagedInputs], coef, in,
+//                                            Step&);
 //   template <int V> static void store_staged(p, args, lane, Pos, state, Step, void* dst);
 // The tile then lives in shared memory (tile_scan_staged): a warp whose steps are all valid and
 // whose lane block holds W channels copies its region (32/TPR rows x R steps of W elements) in
@@ -447,11 +448,13 @@ struct WarpRegion {
 
 // The CTA's staging buffer: per warp, per staged input, R step rows of kPitch bytes.
 template <class Op, int V, int TPR, int R>
+inline constexpr int kStagedRowBytes = R * WarpRegion<TPR, R, V * Op::kElemBytes>::kPitch;
+template <class Op, int V, int TPR, int R>
 __device__ __forceinline__ auto staged_rows()
-    -> unsigned char (&)[kTileWarps][Op::kStagedInputs][R * WarpRegion<TPR, R, V * Op::kElemBytes>::kPitch] {
+    -> unsigned char (&)[kTileWarps][Op::kStagedInputs][kStagedRowBytes<Op, V, TPR, R>] {
   static_assert(32 % TPR == 0);
-  __shared__ alignas(16) unsigned char
-      s[kTileWarps][Op::kStagedInputs][R * WarpRegion<TPR, R, V * Op::kElemBytes>::kPitch];
+  constexpr int kBytes = kStagedRowBytes<Op, V, TPR, R>;
+  __shared__ alignas(16) unsigned char s[kTileWarps][Op::kStagedInputs][kBytes];
   return s;
 }
 
@@ -488,7 +491,9 @@ __device__ __forceinline__ void tile_scan_staged(const ScanParams& p,
   const int valid = !ln.ok || left <= 0 ? 0 : (left >= R ? R : static_cast<int>(left));
 
   auto& buf = staged_rows<Op, V, TPR, R>()[warp];
-  auto mine = [&](int i, int r) -> unsigned char* { return &buf[i][r * Region::kPitch + lane * E]; };
+  auto mine = [&](int i, int r) -> unsigned char* {
+    return &buf[i][r * Region::kPitch + lane * E];
+  };
   const std::int64_t warp_q0 = tc.j * (kTileThreads / TPR * R) + warp * Region::kSteps;
   const bool chunked = warp_q0 + Region::kSteps <= ln.len && tc.channel0 + V * TPR <= p.channels;
   Region region;
@@ -503,9 +508,11 @@ __device__ __forceinline__ void tile_scan_staged(const ScanParams& p,
     for (int i = 0; i < Op::kStagedInputs; ++i) {
       const auto* src = static_cast<const unsigned char*>(Op::staged_input(p, args, i));
 #pragma unroll
-      for (int c = 0; c < Region::kChunksPerLane; ++c)
-        *reinterpret_cast<uint4*>(&buf[i][region.slot(c, lane)]) = __ldg(
-            reinterpret_cast<const uint4*>(src + region.at(c, lane, Op::kElemBytes) * Op::kElemBytes));
+      for (int c = 0; c < Region::kChunksPerLane; ++c) {
+        const auto* from = src + region.at(c, lane, Op::kElemBytes) * Op::kElemBytes;
+        *reinterpret_cast<uint4*>(&buf[i][region.slot(c, lane)]) =
+            __ldg(reinterpret_cast<const uint4*>(from));
+      }
     }
   } else {
 #pragma unroll
