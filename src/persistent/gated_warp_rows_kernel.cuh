@@ -176,10 +176,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
               }
             if (ready()) break;
             if (spins % kSpinsPerCheck != 0) continue;
-            // One lane decides for the warp (keep_waiting reports a timeout once); a warp that
-            // gives up still meets the CTA at barrier 1.
-            if (!__shfl_sync(kAll, lane == 0 ? keep_waiting(start, p, &s_abort) : false, 0)) {
-              if (lane == 0) *static_cast<volatile int*>(&s_abort) = 1;
+            // A warp that gives up still meets the CTA at barrier 1.
+            if (warp_gives_up(start, p, &s_abort, lane)) {
               failed = true;
               break;
             }
@@ -361,8 +359,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
                 if (!tagged(own[i][m], want)) own[i][m] = load_record(at(i, m));
             if (ready()) break;
             if (spins % kSpinsPerCheck != 0) continue;
-            if (!__shfl_sync(kAll, lane == 0 ? keep_waiting(start, p, &s_abort) : false, 0)) {
-              if (lane == 0) *static_cast<volatile int*>(&s_abort) = 1;
+            if (warp_gives_up(start, p, &s_abort, lane)) {
               failed = true;
               break;
             }

@@ -148,6 +148,16 @@ __device__ bool wait_records(float4 (&r)[N], const float4* const (&at)[N], unsig
   }
 }
 
+// keep_waiting for a whole warp: lane 0 decides (a timeout is reported once); a warp that gives
+// up raises the CTA's abort flag, and returns true on every lane.
+__device__ __forceinline__ bool warp_gives_up(std::uint64_t start, const Params& p, int* s_abort,
+                                              int lane) {
+  if (__shfl_sync(0xFFFFFFFFu, lane == 0 ? keep_waiting(start, p, s_abort) : false, 0))
+    return false;
+  if (lane == 0) *static_cast<volatile int*>(s_abort) = 1;
+  return true;
+}
+
 // Named barrier `id` over `threads` threads (a multiple of 32) that also ORs `failed` over them:
 // returns whether any arriving thread failed (the warp-rows kernels' waits, so that the threads
 // of a barrier leave a step together).

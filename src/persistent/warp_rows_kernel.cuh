@@ -170,10 +170,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
               }
             if (ready()) break;
             if (spins % kSpinsPerCheck != 0) continue;
-            // One lane decides for the warp (keep_waiting reports a timeout once); a warp that
-            // gives up still meets its group at the barrier below.
-            if (!__shfl_sync(kAll, lane == 0 ? keep_waiting(start, p, &s_abort) : false, 0)) {
-              if (lane == 0) *static_cast<volatile int*>(&s_abort) = 1;
+            // A warp that gives up still meets its group at the barrier below.
+            if (warp_gives_up(start, p, &s_abort, lane)) {
               failed = true;
               break;
             }

@@ -282,6 +282,22 @@ __device__ __forceinline__ std::int64_t scan_dir(const ScanParams& p) {
   return M == Mode::Forward ? fdir : -fdir;
 }
 
+// Where a thread's R steps are, for the rescan: step r at Pos{q0 + r, t0 + dir·r, at0 + r·step}
+// (t0 the physical step of q0, at0 its element offset).
+struct StepWalk {
+  std::int64_t q0, t0, at0, step, dir;
+  __device__ __forceinline__ Pos operator()(int r) const {
+    return Pos{q0 + r, t0 + dir * r, at0 + r * step};
+  }
+  // A copy the compiler cannot see through: the rescan recomputes its positions from it, so they
+  // are not kept live (R of them) across the lookback.
+  __device__ __forceinline__ StepWalk opaque() const {
+    StepWalk w = *this;
+    asm volatile("" : "+l"(w.at0), "+l"(w.step), "+l"(w.t0));
+    return w;
+  }
+};
+
 // The state before the lane's first step, init(b, c), for each channel lane 0 of the warp owns
 // in the lookback (warp + 8·kk): read while the tile's loads are in flight.
 template <int W, class Init>
@@ -557,9 +573,7 @@ __device__ __forceinline__ void tile_scan_staged(const ScanParams& p,
 
   // 4. Rescan from shared memory and write.
   if (ln.ok) {
-    std::int64_t at0_r = at0, step_r = step_at, t0_r = t0;
-    asm volatile("" : "+l"(at0_r), "+l"(step_r), "+l"(t0_r));
-    auto pos_r = [&](int r) { return Pos{tc.q0 + r, t0_r + dir * r, at0_r + r * step_r}; };
+    const StepWalk pos_r = StepWalk{tc.q0, t0, at0, step_at, dir}.opaque();
     if (tc.j == 0 && row == 0 && ln.len == 0) Op::template store_final<V>(p, args, ln, state);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -649,12 +663,9 @@ __device__ __forceinline__ void tile_scan_registers(const ScanParams& p,
   float state[V];
   tile_prefix<V, TPR>(p, epoch, tc, inc, carry, state);
 
-  // 4. Rescan from registers and write. The positions are recomputed from opaque copies, so the
-  //    compiler does not keep R of them live across the lookback.
+  // 4. Rescan from registers and write.
   if (ln.ok) {
-    std::int64_t at0_r = at0, step_r = step_at, t0_r = t0;
-    asm volatile("" : "+l"(at0_r), "+l"(step_r), "+l"(t0_r));
-    auto pos_r = [&](int r) { return Pos{tc.q0 + r, t0_r + dir * r, at0_r + r * step_r}; };
+    const StepWalk pos_r = StepWalk{tc.q0, t0, at0, step_at, dir}.opaque();
     if (tc.j == 0 && row == 0 && ln.len == 0) Op::template store_final<V>(p, args, ln, state);
     if (tc.q0 + R < ln.len) {  // every step valid, none the last
 #pragma unroll
