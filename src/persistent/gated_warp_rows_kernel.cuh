@@ -19,9 +19,9 @@
 //           most kOwn per batch element; one 16-byte load each, the stale ones reloaded, all in
 //           flight) into shared memory; barrier 1 (all warps; it ORs their failures); each warp
 //           its 9·kRec·BB FMAs and a warp reduce-scatter of its 3·BB sums (fixed order:
-//           deterministic). The warps of gates 1..NG−1 leave theirs in shared memory and arrive
-//           at barrier 2 without waiting (they go on to the next step's poll); the gate-0 warps
-//           wait there, and lane 3i + c finishes unit c of batch element i: the cell with the NG
+//           deterministic). The warps of gates 1..NG−1 leave theirs in shared memory, all warps
+//           meet at barrier 2 (hand_over_sums), and lane 3i + c of the gate-0 warps finishes
+//           unit c of batch element i: the cell with the NG
 //           sums (biases kept in registers), the record of batch element i gathered into lane 3i
 //           by shuffles and published, then every store of the unit (kernel_common.cuh).
 // On chip:  the weights in registers; shared memory [2 (step parity)][BB][kRec][32] records
@@ -64,16 +64,18 @@ __device__ __forceinline__ void load_gate_weights(const Params& p, int gate, int
 }
 
 // The warps of gates 1..NG−1 leave their warp sums (entry e = lane / kSpread in `sum`) in
-// sums[gate − 1][e] and arrive at barrier 2 without waiting; the gate-0 warps wait there.
+// sums[gate − 1][e]; then every warp of the CTA syncs at barrier 2. The other gates only arrived
+// there once (bar.arrive, going on to the next step's poll), which compute-sanitizer's racecheck
+// reported as 1.6 M shared-memory hazards on the records behind barrier 1. Syncing everywhere is
+// racecheck-clean and measured level or faster (H200, bench/results/h200/ab/gwr_sync/: LSTM f32
+// H = 1152 B = 4 4.47 → 4.37 µs/step forward, GRU f32 B = 1 1.94 → 1.82; forward + backward at
+// B = 2 1–2 % slower).
 template <int kSums, int kSpread>
 __device__ __forceinline__ void hand_over_sums(float (*sums)[kSums], int gate, int lane, float sum,
                                                int threads) {
-  if (gate != 0) {
-    if (lane % kSpread == 0 && lane / kSpread < kSums) sums[gate - 1][lane / kSpread] = sum;
-    asm volatile("bar.arrive 2, %0;" ::"r"(threads) : "memory");
-  } else {
-    asm volatile("bar.sync 2, %0;" ::"r"(threads) : "memory");
-  }
+  if (gate != 0 && lane % kSpread == 0 && lane / kSpread < kSums)
+    sums[gate - 1][lane / kSpread] = sum;
+  asm volatile("bar.sync 2, %0;" ::"r"(threads) : "memory");
 }
 
 template <int NG, int kRec, int BB, int kOwn, int kMaxThreads>
@@ -249,7 +251,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 //           batch elements at a time from BB = 2, so that the polled records fit the registers
 //           beside the weights) into shared memory; barrier 1; each warp its 9·kRec·BB FMAs
 //           over its gate's records and the reduce-scatter; gates 1..NG−1 leave their sums in
-//           shared memory (barrier 2 arrive), the gate-0 warps wait there and lane 3i + c
+//           shared memory, barrier 2 (all warps), and lane 3i + c of the gate-0 warps
 //           finishes unit c of batch element i: dh from the NG sums added in gate order, the
 //           cell's backward, the NG records gathered into lane 3i and published, then the
 //           unit's stores (kernel_common.cuh).

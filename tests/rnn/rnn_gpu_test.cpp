@@ -27,6 +27,9 @@
 // (--gtest_filter='*_res*:*_len*').
 // Safety: a CTA stalled past the wait bound (PRNN_PERSISTENT_STALL) turns into RuntimeError from
 // check(), and the next Rnn runs correctly.
+// Sanitize/*: four-step cases of every persistent kernel and pass, which compute-sanitizer's
+// racecheck and synccheck also run (tests/CMakeLists.txt, sanitize_*); RnnGpuSanitize checks that
+// the tiling picks every kernel among them.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -239,6 +242,35 @@ std::vector<GpuCase> gpu_cases() {
 }
 
 std::string name_of(const ::testing::TestParamInfo<GpuCase>& info) { return info.param.name(); }
+
+// Small cases of every persistent kernel and pass, for compute-sanitizer's racecheck and
+// synccheck (tests/CMakeLists.txt: sanitize_*, --gtest_filter='Sanitize/*'): four steps, so the
+// instrumented kernels stay quick, at the sizes that make the tiling pick each kernel on a GPU of
+// 132 SMs (RnnGpuSanitize.CasesCoverEveryKernel checks the picks on the GPU at hand). They run
+// unsanitized in gpu-check as well.
+std::vector<GpuCase> sanitize_cases() {
+  auto small = [](Cell cell, std::int64_t B, std::int64_t H, DType dtype = DType::F32) {
+    return RnnCase{cell, 4, B, 5, H, 1, false, true, dtype};
+  };
+  constexpr RnnAlgo P = RnnAlgo::Persistent;
+  std::vector<GpuCase> v;
+  v.push_back({P, small(Cell::ReLU, 2, 1000)});  // warp rows: 2 batch groups of 3 warps
+  RnnCase rows = small(Cell::Tanh, 6, 1152);     // warp rows: 2 elements per warp, lengths
+  rows.lengths = {4, 1, 3, 4, 2, 4};
+  v.push_back({P, rows});
+  v.push_back({P, small(Cell::ReLU, 3, 1000), "1", "0", "", "0"});  // FMA direct, 2 chunks
+  v.push_back({P, small(Cell::ReLU, 8, 1152), "1", "1", "", "0"});  // FMA direct, the barrier
+  v.push_back({P, small(Cell::LSTM, 4, 1024), "1", "", "", "0"});   // FMA staged, fp32
+  v.push_back({P, small(Cell::LSTM, 5, 1152, DType::BF16), "0"});   // FMA staged, packed bf16
+  v.push_back({P, small(Cell::LSTM, 4, 1024)});  // gated warp rows, 3 records per CTA
+  RnnCase gated = small(Cell::GRU, 3, 515);      // gated warp rows, 2 records, lengths
+  gated.lengths = {4, 1, 3};
+  v.push_back({P, gated});
+  v.push_back({P, small(Cell::LSTM, 5, 100, DType::BF16)});        // tensor cores, both passes
+  v.push_back({P, small(Cell::GRU, 4, 64, DType::F16), "forward"});  // tensor-core forward only
+  v.push_back({P, small(Cell::LSTM, 3, 1537, DType::BF16)});  // tensor cores, W_hh partly in smem
+  return v;
+}
 
 // The seed every case derives its inputs from; PRNN_TEST_SEED reproduces a run.
 std::uint64_t base_seed() {
@@ -477,6 +509,47 @@ TEST_P(RnnGpu, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, RnnGpu, ::testing::ValuesIn(gpu_cases()), name_of);
+INSTANTIATE_TEST_SUITE_P(Sanitize, RnnGpu, ::testing::ValuesIn(sanitize_cases()), name_of);
+
+// The kernel a pass of tiling t runs, as the sanitizer cases name them (finish_barrier: the
+// case's PRNN_PERSISTENT_FINISH_BARRIER, "" for the tiling's choice).
+std::string kernel_of(const persistent::Tiling& t, bool forward, const std::string& finish_barrier) {
+  using namespace persistent;
+  if (t.gated_warp_rows >= 0 && (forward || t.gated_warp_rows_backward)) return "gated warp rows";
+  if (t.warp_rows >= 0) return "warp rows";
+  if (t.tensor_core >= 0 && (forward || t.tensor_core_backward))
+    return kTensorCoreShapes[t.tensor_core].smem_tiles > 0 ? "tensor cores, W_hh partly in smem"
+                                                           : "tensor cores";
+  if (kShapes[t.shape].staged) return t.storage == DType::F32 ? "FMA staged" : "FMA staged, packed";
+  const bool barrier = finish_barrier.empty() ? t.finish_barrier : finish_barrier == "1";
+  return barrier ? "FMA direct, finishers' barrier" : "FMA direct";
+}
+
+// Every persistent kernel, in both passes, is among the sanitizer cases' picks on this GPU (a
+// GPU with other SM counts may tile them otherwise: then this fails, and the cases need sizes
+// for it).
+TEST(RnnGpuSanitize, CasesCoverEveryKernel) {
+  ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
+  const int sms = device_info(0).sm_count;
+  std::set<std::string> seen;
+  for (const GpuCase& g : sanitize_cases()) {
+    const persistent::TensorCores tc = g.tensor_cores == "0" ? persistent::TensorCores::Off
+                                       : g.tensor_cores == "forward"
+                                           ? persistent::TensorCores::Forward
+                                           : persistent::TensorCores::ForwardBackward;
+    const persistent::Tiling t = persistent::tile(gate_count(g.c.cell), g.c.H, g.c.B, sms,
+                                                  g.c.dtype, tc, g.warp_rows != "0");
+    ASSERT_TRUE(t.runs()) << g.name() << ": " << t.reason;
+    for (const bool forward : {true, false})
+      seen.insert((forward ? "forward: " : "backward: ") + kernel_of(t, forward, g.finish_barrier));
+  }
+  std::set<std::string> every;
+  for (const char* k : {"warp rows", "gated warp rows", "tensor cores",
+                        "tensor cores, W_hh partly in smem", "FMA staged", "FMA staged, packed",
+                        "FMA direct", "FMA direct, finishers' barrier"})
+    for (const char* pass : {"forward: ", "backward: "}) every.insert(std::string(pass) + k);
+  EXPECT_EQ(seen, every);
+}
 
 // The issue grid, one layer with states: Persistent against GemmPerStep on the same inputs.
 struct GridCase {
