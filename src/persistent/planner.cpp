@@ -258,6 +258,26 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
   return t;
 }
 
+PassKernel pass_kernel(const Tiling& t, bool forward) {
+  PRNN_ASSERT(t.runs());
+  if (t.gated_warp_rows >= 0 && (forward || t.gated_warp_rows_backward))
+    return PassKernel::GatedWarpRows;
+  if (t.warp_rows >= 0) return PassKernel::WarpRows;
+  if (t.tensor_core >= 0 && (forward || t.tensor_core_backward)) return PassKernel::TensorCores;
+  return kShapes[t.shape].staged ? PassKernel::FmaStaged : PassKernel::FmaDirect;
+}
+
+const char* to_string(PassKernel k) {
+  switch (k) {
+    case PassKernel::GatedWarpRows: return "gated warp rows";
+    case PassKernel::WarpRows: return "warp rows";
+    case PassKernel::TensorCores: return "tensor cores";
+    case PassKernel::FmaStaged: return "FMA staged";
+    case PassKernel::FmaDirect: return "FMA direct";
+  }
+  return "?";
+}
+
 }  // namespace persistent
 
 namespace {
@@ -489,25 +509,33 @@ void predict_passes(PersistentPlan& p, const persistent::Tiling& t, std::int64_t
   if (!t.runs()) return;
   for (const bool forward : {true, false}) {
     PassCost& cost = forward ? p.forward : p.backward_data;
-    if (t.gated_warp_rows >= 0 && (forward || t.gated_warp_rows_backward)) {
-      cost = pass_cost(
-          "gated warp rows", batch,
-          gated_warp_rows_chunks(t, forward, ceil_div(hidden, persistent::kUnitsPerRecord), batch),
-          cycles_per_us);
-    } else if (t.warp_rows >= 0) {
-      cost = pass_cost("warp rows", batch,
-                       warp_rows_chunks(t, ceil_div(hidden, persistent::kUnitsPerRecord), batch),
-                       cycles_per_us);
-    } else if (t.tensor_core >= 0 && (forward || t.tensor_core_backward)) {
-      const persistent::TensorCoreShape& s = persistent::kTensorCoreShapes[t.tensor_core];
-      cost = pass_cost("tensor cores", std::min<std::int64_t>(8 * s.n_tiles, batch),
-                       tensor_core_chunks(s, forward, hidden, batch, t.tensor_core_ctas),
-                       cycles_per_us);
-    } else {
-      const persistent::KernelShape& s = persistent::kShapes[t.shape];
-      cost = pass_cost(s.staged ? "FMA staged" : "FMA direct",
-                       std::min<std::int64_t>(s.batch_chunk, batch),
-                       fma_chunks(t, forward, hidden, batch), cycles_per_us);
+    const persistent::PassKernel kernel = persistent::pass_kernel(t, forward);
+    const char* name = persistent::to_string(kernel);
+    switch (kernel) {
+      case persistent::PassKernel::GatedWarpRows:
+        cost = pass_cost(name, batch,
+                         gated_warp_rows_chunks(
+                             t, forward, ceil_div(hidden, persistent::kUnitsPerRecord), batch),
+                         cycles_per_us);
+        break;
+      case persistent::PassKernel::WarpRows:
+        cost = pass_cost(name, batch,
+                         warp_rows_chunks(t, ceil_div(hidden, persistent::kUnitsPerRecord), batch),
+                         cycles_per_us);
+        break;
+      case persistent::PassKernel::TensorCores: {
+        const persistent::TensorCoreShape& s = persistent::kTensorCoreShapes[t.tensor_core];
+        cost = pass_cost(name, std::min<std::int64_t>(8 * s.n_tiles, batch),
+                         tensor_core_chunks(s, forward, hidden, batch, t.tensor_core_ctas),
+                         cycles_per_us);
+        break;
+      }
+      case persistent::PassKernel::FmaStaged:
+      case persistent::PassKernel::FmaDirect:
+        cost = pass_cost(name,
+                         std::min<std::int64_t>(persistent::kShapes[t.shape].batch_chunk, batch),
+                         fma_chunks(t, forward, hidden, batch), cycles_per_us);
+        break;
     }
   }
 }

@@ -334,4 +334,12 @@ struct Tiling {
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
             TensorCores tensor_cores = TensorCores::ForwardBackward, bool warp_rows = true);
 
+// The kernel that runs one pass of a layer tiled as t (t.runs()), in the order launch()
+// (rnn_kernels.cu) dispatches: gated warp rows where they take the pass, then warp rows, tensor
+// cores where they take the pass, else the FMA shape (staged or direct).
+enum class PassKernel : std::uint8_t { GatedWarpRows, WarpRows, TensorCores, FmaStaged, FmaDirect };
+PassKernel pass_kernel(const Tiling& t, bool forward);
+// "gated warp rows", "warp rows", "tensor cores", "FMA staged", "FMA direct" (prnn plan's names).
+const char* to_string(PassKernel k);
+
 }  // namespace prnn::persistent

@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "gemm_rnn/gemm_rnn.h"
 #include "persistent/tiling.h"
 #include "prnn/device.h"
 #include "prnn/error.h"
@@ -511,37 +512,39 @@ TEST_P(RnnGpu, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Cases, RnnGpu, ::testing::ValuesIn(gpu_cases()), name_of);
 INSTANTIATE_TEST_SUITE_P(Sanitize, RnnGpu, ::testing::ValuesIn(sanitize_cases()), name_of);
 
-// The kernel a pass of tiling t runs, as the sanitizer cases name them (finish_barrier: the
-// case's PRNN_PERSISTENT_FINISH_BARRIER, "" for the tiling's choice).
-std::string kernel_of(const persistent::Tiling& t, bool forward, const std::string& finish_barrier) {
+// The kernel a pass of tiling t runs (persistent::pass_kernel), told apart further where the
+// kernel has forms of its own: tensor cores with part of W_hh in shared memory, packed 16-bit FMA
+// staged weights, the FMA direct finishers' barrier (`barrier`: as the layer sets it).
+std::string kernel_of(const persistent::Tiling& t, bool forward, bool barrier) {
   using namespace persistent;
-  if (t.gated_warp_rows >= 0 && (forward || t.gated_warp_rows_backward)) return "gated warp rows";
-  if (t.warp_rows >= 0) return "warp rows";
-  if (t.tensor_core >= 0 && (forward || t.tensor_core_backward))
-    return kTensorCoreShapes[t.tensor_core].smem_tiles > 0 ? "tensor cores, W_hh partly in smem"
-                                                           : "tensor cores";
-  if (kShapes[t.shape].staged) return t.storage == DType::F32 ? "FMA staged" : "FMA staged, packed";
-  const bool barrier = finish_barrier.empty() ? t.finish_barrier : finish_barrier == "1";
-  return barrier ? "FMA direct, finishers' barrier" : "FMA direct";
+  const PassKernel k = pass_kernel(t, forward);
+  std::string name = to_string(k);
+  if (k == PassKernel::TensorCores && kTensorCoreShapes[t.tensor_core].smem_tiles > 0)
+    name += ", W_hh partly in smem";
+  if (k == PassKernel::FmaStaged && t.storage != DType::F32) name += ", packed";
+  if (k == PassKernel::FmaDirect && barrier) name += ", finishers' barrier";
+  return name;
 }
 
-// Every persistent kernel, in both passes, is among the sanitizer cases' picks on this GPU (a
-// GPU with other SM counts may tile them otherwise: then this fails, and the cases need sizes
-// for it).
+// Every persistent kernel, in both passes, is among the sanitizer cases' picks on this GPU, with
+// each case's knobs read as the layer reads them (a GPU with other SM counts may tile the cases
+// otherwise: then this fails, and the cases need sizes for it).
 TEST(RnnGpuSanitize, CasesCoverEveryKernel) {
   ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
   const int sms = device_info(0).sm_count;
   std::set<std::string> seen;
   for (const GpuCase& g : sanitize_cases()) {
-    const persistent::TensorCores tc = g.tensor_cores == "0" ? persistent::TensorCores::Off
-                                       : g.tensor_cores == "forward"
-                                           ? persistent::TensorCores::Forward
-                                           : persistent::TensorCores::ForwardBackward;
+    const EnvScope tensor_cores("PRNN_PERSISTENT_TENSOR_CORES", g.tensor_cores.c_str());
+    const EnvScope barrier("PRNN_PERSISTENT_FINISH_BARRIER", g.finish_barrier.c_str());
+    const EnvScope warp_rows("PRNN_PERSISTENT_WARP_ROWS", g.warp_rows.c_str());
+    const gemm_rnn::PersistentKnobs knobs = gemm_rnn::PersistentKnobs::from_environment();
     const persistent::Tiling t = persistent::tile(gate_count(g.c.cell), g.c.H, g.c.B, sms,
-                                                  g.c.dtype, tc, g.warp_rows != "0");
+                                                  g.c.dtype, knobs.tensor_cores, knobs.warp_rows);
     ASSERT_TRUE(t.runs()) << g.name() << ": " << t.reason;
+    const bool finish_barrier =
+        knobs.finish_barrier >= 0 ? knobs.finish_barrier != 0 : t.finish_barrier;
     for (const bool forward : {true, false})
-      seen.insert((forward ? "forward: " : "backward: ") + kernel_of(t, forward, g.finish_barrier));
+      seen.insert((forward ? "forward: " : "backward: ") + kernel_of(t, forward, finish_barrier));
   }
   std::set<std::string> every;
   for (const char* k : {"warp rows", "gated warp rows", "tensor cores",
