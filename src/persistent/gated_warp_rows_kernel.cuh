@@ -69,7 +69,7 @@ __device__ __forceinline__ void load_gate_weights(const Params& p, int gate, int
 // reported as 1.6 M shared-memory hazards on the records behind barrier 1. Syncing everywhere is
 // racecheck-clean and measured level or faster (H200, bench/results/h200/ab/gwr_sync/: LSTM f32
 // H = 1152 B = 4 4.47 → 4.37 µs/step forward, GRU f32 B = 1 1.94 → 1.82; forward + backward at
-// B = 2 1–2 % slower).
+// B = 2 1–2.3 % slower).
 template <int kSums, int kSpread>
 __device__ __forceinline__ void hand_over_sums(float (*sums)[kSums], int gate, int lane, float sum,
                                                int threads) {
