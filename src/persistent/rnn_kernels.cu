@@ -506,41 +506,48 @@ struct LaunchShape {
 };
 
 LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation act) {
-  if (tiling.gated_warp_rows >= 0 && (pass == Pass::Forward || tiling.gated_warp_rows_backward)) {
-    if (tiling.gated_warp_rows >= kGatedWarpRowsShapeCount)
-      throw InternalError("persistent kernel: no gated warp-rows shape " +
-                          std::to_string(tiling.gated_warp_rows));
-    return {pick_gated_warp_rows(tiling.gated_warp_rows, pass,
-                                 std::make_index_sequence<kGatedWarpRowsShapeCount>{}),
-            tiling.gated_warp_rows_ctas, tiling.gated_warp_rows_threads,
-            gated_warp_rows_smem_bytes(kGatedWarpRowsShapes[tiling.gated_warp_rows],
-                                       pass == Pass::BackwardData),
-            tiling.gated_warp_rows_records};
-  }
-  if (tiling.warp_rows >= 0) {
-    if (tiling.warp_rows >= kWarpRowsShapeCount)
-      throw InternalError("persistent kernel: no warp-rows shape " +
-                          std::to_string(tiling.warp_rows));
-    const int index = tiling.warp_rows * kActivationCount + static_cast<int>(act);
-    return {pick<WarpRowsKernel, kWarpRowsShapeCount * kActivationCount>(index, lengths, pass),
-            tiling.warp_rows_ctas, tiling.warp_rows_threads,
-            warp_rows_smem_bytes(kWarpRowsShapes[tiling.warp_rows], tiling.warp_rows_groups),
-            tiling.warp_rows_records};
-  }
-  if (tiling.tensor_core >= 0 && (pass == Pass::Forward || tiling.tensor_core_backward)) {
-    if (tiling.tensor_core >= kTensorCoreShapeCount)
-      throw InternalError("persistent kernel: no tensor-core shape " +
-                          std::to_string(tiling.tensor_core));
-    const TensorCoreShape& s = kTensorCoreShapes[tiling.tensor_core];
-    return {pick<TensorCoreKernel, kTensorCoreShapeCount>(tiling.tensor_core, lengths, pass),
-            tiling.tensor_core_ctas, kTensorCoreThreads,
-            pass == Pass::Forward ? tiling.tensor_core_smem_bytes
-                                  : tensor_core_backward_smem_bytes(s)};
-  }
-  if (tiling.shape < 0 || tiling.shape >= kShapeCount)
+  if (!tiling.runs())
     throw InternalError("persistent kernel: no kernel shape (" + tiling.reason + ")");
-  return {pick<FmaKernel, kShapeCount>(tiling.shape, lengths, pass), tiling.ctas, tiling.threads,
-          tiling.smem_bytes};
+  // The kernel a pass runs is the planner's call (pass_kernel); here only its instantiation.
+  switch (pass_kernel(tiling, pass == Pass::Forward)) {
+    case PassKernel::GatedWarpRows:
+      if (tiling.gated_warp_rows >= kGatedWarpRowsShapeCount)
+        throw InternalError("persistent kernel: no gated warp-rows shape " +
+                            std::to_string(tiling.gated_warp_rows));
+      return {pick_gated_warp_rows(tiling.gated_warp_rows, pass,
+                                   std::make_index_sequence<kGatedWarpRowsShapeCount>{}),
+              tiling.gated_warp_rows_ctas, tiling.gated_warp_rows_threads,
+              gated_warp_rows_smem_bytes(kGatedWarpRowsShapes[tiling.gated_warp_rows],
+                                         pass == Pass::BackwardData),
+              tiling.gated_warp_rows_records};
+    case PassKernel::WarpRows: {
+      if (tiling.warp_rows >= kWarpRowsShapeCount)
+        throw InternalError("persistent kernel: no warp-rows shape " +
+                            std::to_string(tiling.warp_rows));
+      const int index = tiling.warp_rows * kActivationCount + static_cast<int>(act);
+      return {pick<WarpRowsKernel, kWarpRowsShapeCount * kActivationCount>(index, lengths, pass),
+              tiling.warp_rows_ctas, tiling.warp_rows_threads,
+              warp_rows_smem_bytes(kWarpRowsShapes[tiling.warp_rows], tiling.warp_rows_groups),
+              tiling.warp_rows_records};
+    }
+    case PassKernel::TensorCores: {
+      if (tiling.tensor_core >= kTensorCoreShapeCount)
+        throw InternalError("persistent kernel: no tensor-core shape " +
+                            std::to_string(tiling.tensor_core));
+      const TensorCoreShape& s = kTensorCoreShapes[tiling.tensor_core];
+      return {pick<TensorCoreKernel, kTensorCoreShapeCount>(tiling.tensor_core, lengths, pass),
+              tiling.tensor_core_ctas, kTensorCoreThreads,
+              pass == Pass::Forward ? tiling.tensor_core_smem_bytes
+                                    : tensor_core_backward_smem_bytes(s)};
+    }
+    case PassKernel::FmaStaged:
+    case PassKernel::FmaDirect:
+      if (tiling.shape >= kShapeCount)
+        throw InternalError("persistent kernel: no kernel shape " + std::to_string(tiling.shape));
+      return {pick<FmaKernel, kShapeCount>(tiling.shape, lengths, pass), tiling.ctas,
+              tiling.threads, tiling.smem_bytes};
+  }
+  throw InternalError("persistent kernel: unknown pass kernel");
 }
 
 }  // namespace
