@@ -3,6 +3,8 @@
 // bad arguments are rejected with messages naming expected and given.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "prnn/error.h"
 #include "scan/scan_case.h"
 #include "support/expect.h"
@@ -141,6 +143,26 @@ TEST(ScanTiling, StagesRowsWhereStepsAreWholeChunks) {
   }
   EXPECT_EQ(parallel_tiling(Mode::Forward, 8, true, 2).threads_per_row, 2);
   EXPECT_EQ(parallel_tiling(Mode::Forward, 1024, true, 2).threads_per_row, 8);
+}
+
+// Lane blocks of 4-channel vectors: up to 8 threads per row (32 channels), but a row that one
+// block would hold whole from 12 channels on is split in two blocks (two lookback chains).
+TEST(ScanTiling, SplitsARowThatOneLaneBlockWouldHold) {
+  using scan::Mode;
+  using scan::parallel_tiling;
+  const std::pair<std::int64_t, int> expected[] = {{4, 1},  {8, 2},  {12, 2},  {16, 2},
+                                                   {20, 4}, {32, 4}, {36, 8},  {64, 8},
+                                                   {128, 8}, {1024, 8}};
+  for (Mode m : {Mode::Forward, Mode::Backward}) {
+    for (const auto& [c, tpr] : expected) {
+      const scan::ParallelTiling t = parallel_tiling(m, c, true);
+      EXPECT_EQ(t.threads_per_row, tpr) << "C = " << c;
+      EXPECT_EQ(t.lane_width, 4 * tpr) << "C = " << c;
+    }
+  }
+  // Scalar lanes (C % 4 != 0) are not split: 1 channel per thread, up to 32 per row.
+  EXPECT_EQ(parallel_tiling(Mode::Forward, 31, false).threads_per_row, 32);
+  EXPECT_EQ(parallel_tiling(Mode::Forward, 5, false).threads_per_row, 8);
   EXPECT_FALSE(parallel_tiling(Mode::Forward, 12, true, 2, true).staged);    // C % 8 != 0
   EXPECT_FALSE(parallel_tiling(Mode::Forward, 4, true, 2, true).staged);     // 8-byte steps
   EXPECT_FALSE(parallel_tiling(Mode::Backward, 1024, true, 2, true).staged);
