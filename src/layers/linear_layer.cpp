@@ -404,11 +404,11 @@ void LinearLayer::Impl::init_gpu() {
       var.tiling = layers::layer_tiling(mode, g.H, v == 1 && g.H % 4 == 0);
       workspace = std::max(workspace, scan::plan_parallel_scan(var.tiling, var.base));
       if (var.base.num_tiles > INT32_MAX ||
-          var.base.time_tiles > (std::int64_t{1} << (5 * scan::kMaxLevels)))
+          var.base.time_tiles > (std::int64_t{1} << (scan::kFanoutLog2 * scan::kMaxLevels)))
         throw Unsupported("LinearLayer (parallel)",
                           fmt::format("the parallel scan supports at most 2^31 tiles and {} time "
                                       "tiles, got {} tiles and {} time tiles",
-                                      std::int64_t{1} << (5 * scan::kMaxLevels),
+                                      std::int64_t{1} << (scan::kFanoutLog2 * scan::kMaxLevels),
                                       var.base.num_tiles, var.base.time_tiles));
     }
   }

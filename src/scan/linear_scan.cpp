@@ -185,11 +185,12 @@ std::size_t plan_parallel_scan(const ParallelTiling& tiling, ScanParams& p) {
   p.time_tiles = (p.steps + tiling.tile_steps - 1) / tiling.tile_steps;
   p.num_tiles = p.time_tiles * p.batch * p.lane_blocks_per_batch;
   p.levels = 1;
-  while (p.levels < kMaxLevels && (std::int64_t{1} << (5 * p.levels)) < p.time_tiles) ++p.levels;
+  while (p.levels < kMaxLevels && (std::int64_t{1} << (kFanoutLog2 * p.levels)) < p.time_tiles)
+    ++p.levels;
   const std::int64_t lane_blocks = std::int64_t{p.batch} * p.lane_blocks_per_batch;
   std::size_t offset = kScanRecordsOffset;
   for (int l = 0; l < p.levels; ++l) {
-    p.level_count[l] = std::max<std::int64_t>(1, p.time_tiles >> (5 * l));
+    p.level_count[l] = std::max<std::int64_t>(1, p.time_tiles >> (kFanoutLog2 * l));
     offset += static_cast<std::size_t>(lane_blocks * p.level_count[l] * tiling.lane_width) * 16;
     offset = (offset + 255) / 256 * 256;
   }
@@ -276,9 +277,9 @@ std::string LinearScan::can_implement(const ScanDesc& d, ScanAlgo algo) {
       if (tiles * d.batch * ((d.channels + tiling.lane_width - 1) / tiling.lane_width) > INT32_MAX)
         return fmt::format("parallel scan supports at most 2^31 tiles, got {} steps x {} lanes",
                            d.steps, d.batch * d.channels);
-      if (tiles > (std::int64_t{1} << (5 * scan::kMaxLevels)))
+      if (tiles > (std::int64_t{1} << (scan::kFanoutLog2 * scan::kMaxLevels)))
         return fmt::format("parallel scan supports at most {} time tiles, got {}",
-                           std::int64_t{1} << (5 * scan::kMaxLevels), tiles);
+                           std::int64_t{1} << (scan::kFanoutLog2 * scan::kMaxLevels), tiles);
     }
   }
   return {};

@@ -19,7 +19,9 @@ enum class Mode : std::uint8_t { Forward, Backward };
 // Elementwise type of a, x, h and the gradients; arithmetic is always fp32.
 enum class Elem : std::uint8_t { F32, F16, BF16 };
 
-inline constexpr int kMaxLevels = 5;  // 32^5 time tiles per lane block
+// The lookback's hierarchy: a record of level l + 1 folds 2^kFanoutLog2 records of level l.
+inline constexpr int kFanoutLog2 = 5;  // 32 children per lookback block
+inline constexpr int kMaxLevels = 5;   // 32^5 time tiles per lane block
 
 // Status bits the kernels report through ScanParams::status.
 inline constexpr unsigned kStatusTimeout = 1u;

@@ -62,7 +62,6 @@ namespace prnn::scan {
 
 inline constexpr int kTileThreads = 256;
 inline constexpr int kTileWarps = kTileThreads / 32;
-inline constexpr int kFanoutLog2 = 5;  // 32 children per lookback block
 inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
 
 // The affine map h -> a·h + x. compose(first, then) applies `first`, then `then`.
