@@ -207,10 +207,10 @@ ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized
   // A lane block that holds every channel (C = 12..32 in vectors) is one lookback chain per
   // sequence: each tile waits on the records of the tiles just before it, which are still
   // loading. Halved, the channels are two chains whose tiles interleave. Measured on an H100
-  // (bench/scan/NOTES.md), batch 1, C = 32, 2^21 and 2^23 steps: forward fp32 +6-12 %,
-  // backward +18-25 %, bf16 +30-36 %; halving again (4 chains) measured the same, and at C = 128
-  // (4 chains -> 8) the halving gained 1-3 %, at C = 1024 lost 5-7 %: only the single block is
-  // split.
+  // (bench/scan/NOTES.md), batch 1, C = 32, 2^21 and 2^23 steps: forward fp32 +12 %, backward
+  // +16-26 %, bf16 +29-41 % (C = 12 and 16: +7-25 %). Narrower blocks at every C: four chains at
+  // C = 32 measured the same as two, C = 128 (4 chains -> 8) gained 1-3 %, C = 1024 and B = 8
+  // lost 5-14 % forward; so only the single block is split.
   if (vectorized && tpr >= 4 && slots <= tpr) tpr /= 2;
   int steps = 8;
   if (vectorized) {
