@@ -143,6 +143,14 @@ TEST(ScanTiling, StagesRowsWhereStepsAreWholeChunks) {
   }
   EXPECT_EQ(parallel_tiling(Mode::Forward, 8, true, 2).threads_per_row, 2);
   EXPECT_EQ(parallel_tiling(Mode::Forward, 1024, true, 2).threads_per_row, 8);
+  EXPECT_FALSE(parallel_tiling(Mode::Forward, 12, true, 2, true).staged);    // C % 8 != 0
+  EXPECT_FALSE(parallel_tiling(Mode::Forward, 4, true, 2, true).staged);     // 8-byte steps
+  EXPECT_FALSE(parallel_tiling(Mode::Backward, 1024, true, 2, true).staged);
+  EXPECT_FALSE(parallel_tiling(Mode::Forward, 1024, false, 2, true).staged);  // scalar lanes
+  EXPECT_TRUE(parallel_tiling(Mode::Forward, 4, true, 4, true).staged);
+  EXPECT_FALSE(parallel_tiling(Mode::Forward, 4, true, 4, false).staged);
+  EXPECT_FALSE(parallel_tiling(Mode::Forward, 32, true, 4, true).staged);
+  EXPECT_FALSE(parallel_tiling(Mode::Backward, 4, true, 4, true).staged);
 }
 
 // Lane blocks of 4-channel vectors: up to 8 threads per row (32 channels), but a row that one
@@ -163,14 +171,6 @@ TEST(ScanTiling, SplitsARowThatOneLaneBlockWouldHold) {
   // Scalar lanes (C % 4 != 0) are not split: 1 channel per thread, up to 32 per row.
   EXPECT_EQ(parallel_tiling(Mode::Forward, 31, false).threads_per_row, 32);
   EXPECT_EQ(parallel_tiling(Mode::Forward, 5, false).threads_per_row, 8);
-  EXPECT_FALSE(parallel_tiling(Mode::Forward, 12, true, 2, true).staged);    // C % 8 != 0
-  EXPECT_FALSE(parallel_tiling(Mode::Forward, 4, true, 2, true).staged);     // 8-byte steps
-  EXPECT_FALSE(parallel_tiling(Mode::Backward, 1024, true, 2, true).staged);
-  EXPECT_FALSE(parallel_tiling(Mode::Forward, 1024, false, 2, true).staged);  // scalar lanes
-  EXPECT_TRUE(parallel_tiling(Mode::Forward, 4, true, 4, true).staged);
-  EXPECT_FALSE(parallel_tiling(Mode::Forward, 4, true, 4, false).staged);
-  EXPECT_FALSE(parallel_tiling(Mode::Forward, 32, true, 4, true).staged);
-  EXPECT_FALSE(parallel_tiling(Mode::Backward, 4, true, 4, true).staged);
 }
 #endif
 
