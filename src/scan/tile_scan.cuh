@@ -63,6 +63,8 @@ namespace prnn::scan {
 inline constexpr int kTileThreads = 256;
 inline constexpr int kTileWarps = kTileThreads / 32;
 inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
+inline constexpr int kFanout = 1 << kFanoutLog2;  // records a lookback block folds (scan_params.h)
+static_assert(kFanout == 32, "fold_items folds at most 32 records of a level");
 
 // The affine map h -> a·h + x. compose(first, then) applies `first`, then `then`.
 struct Pair {
@@ -386,8 +388,8 @@ __device__ __forceinline__ void tile_prefix(const ScanParams& p, unsigned epoch,
   }
   Pair folded[K];
   std::int64_t index = tc.j;  // index at level (level - 1)
-  for (int level = 1; level < p.levels && (index & 31) == 31; ++level) {
-    fold_items<W>(p, epoch, level - 1, tc.lane_block, index - 31, 32, folded);
+  for (int level = 1; level < p.levels && (index & (kFanout - 1)) == kFanout - 1; ++level) {
+    fold_items<W>(p, epoch, level - 1, tc.lane_block, index - (kFanout - 1), kFanout, folded);
     index >>= kFanoutLog2;
     if (lane == 0) {
 #pragma unroll
@@ -404,7 +406,7 @@ __device__ __forceinline__ void tile_prefix(const ScanParams& p, unsigned epoch,
   // Level 0 (the tiles before this one in its block) folded on its own, not as the last turn of
   // the levels' loop: its level is then a constant, and the one loop measured 5–6 % slower
   // forward at C = 1024 and B = 8 (lab run 7, bench/scan/NOTES.md).
-  const int n = static_cast<int>(tc.j & 31);
+  const int n = static_cast<int>(tc.j & (kFanout - 1));
   if (n > 0) {
     fold_items<W>(p, epoch, 0, tc.lane_block, tc.j - n, n, folded);
 #pragma unroll
