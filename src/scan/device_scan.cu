@@ -212,12 +212,7 @@ ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized
   // C = 32 measured the same as two, C = 128 (4 chains -> 8) gained 1-3 %, C = 1024 and B = 8
   // lost 5-14 % forward; so only the single block is split.
   if (vectorized && tpr >= 4 && slots <= tpr) tpr /= 2;
-  int steps = 8;
-  if (vectorized) {
-    steps = mode == Mode::Forward ? (tpr >= 2 ? kStepsPerThread<Mode::Forward, 4, 2>
-                                              : kStepsPerThread<Mode::Forward, 4, 1>)
-                                  : kStepsPerThread<Mode::Backward, 4, 1>;
-  }
+  const int steps = steps_per_thread(mode, vector, tpr);
   // Staged rows (tile_scan.cuh), forward only, with the register form's tiles (so the same plan
   // and workspace) and CTAs per SM of their own (kStagedMinBlocks):
   // - fp32 at C = 4 with contiguous rows (one thread per row; 34 KB of shared memory). Not at 2

@@ -23,6 +23,18 @@ enum class Elem : std::uint8_t { F32, F16, BF16 };
 inline constexpr int kFanoutLog2 = 5;  // 32 children per lookback block
 inline constexpr int kMaxLevels = 5;   // 32^5 time tiles per lane block
 
+// Steps per thread of a tile, by pass, vector width and threads per row (the kernels' R; the
+// host sizes tiles with it). Longer tiles read fewer lookback records per element, but cost
+// registers. Measured (bench/scan/NOTES.md): 8 steps win for the forward with 4-channel vectors
+// and >= 2 threads per row (H200), and for the backward at 2 and 4 threads per row, i.e. C = 5..32
+// (H100: +7-9 % at C = 32, +5 % at C = 16, the rest level); 4 steps elsewhere for vectors, 8 for
+// scalars.
+constexpr int steps_per_thread(Mode mode, int vector, int threads_per_row) {
+  if (vector == 1) return 8;
+  if (mode == Mode::Forward) return threads_per_row >= 2 ? 8 : 4;
+  return threads_per_row == 2 || threads_per_row == 4 ? 8 : 4;
+}
+
 // Status bits the kernels report through ScanParams::status.
 inline constexpr unsigned kStatusTimeout = 1u;
 inline constexpr unsigned kStatusBadLength = 2u;

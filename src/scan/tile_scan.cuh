@@ -703,11 +703,9 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
 
 // ---- tiling ------------------------------------------------------------------------------------
 
-// Steps per thread. Longer tiles read fewer lookback records per element, but cost registers:
-// measured on an H200 (bench/scan/NOTES.md), 8 steps win for the forward pass with 4-channel
-// vectors and >= 2 threads per row; 4 steps elsewhere for vectors, 8 for scalars.
+// Steps per thread (scan_params.h).
 template <Mode M, int V, int TPR>
-inline constexpr int kStepsPerThread = V == 1 ? 8 : (M == Mode::Forward && TPR >= 2 ? 8 : 4);
+inline constexpr int kStepsPerThread = steps_per_thread(M, V, TPR);
 template <Mode M, int V, int TPR>
 inline constexpr int kMinBlocks = (M == Mode::Forward && V == 4 && TPR >= 2) ? 2
                                   : (M == Mode::Forward ? 3 : 2);

@@ -3,6 +3,7 @@
 // bad arguments are rejected with messages naming expected and given.
 #include <gtest/gtest.h>
 
+#include <tuple>
 #include <utility>
 
 #include "prnn/error.h"
@@ -171,6 +172,21 @@ TEST(ScanTiling, SplitsARowThatOneLaneBlockWouldHold) {
   // Scalar lanes (C % 4 != 0) are not split: 1 channel per thread, up to 32 per row.
   EXPECT_EQ(parallel_tiling(Mode::Forward, 31, false).threads_per_row, 32);
   EXPECT_EQ(parallel_tiling(Mode::Forward, 5, false).threads_per_row, 8);
+}
+
+// Tile lengths (256 threads a tile): 8 steps per thread for 4-channel vectors in the forward at 2+
+// threads per row and in the backward at 2 or 4 (C = 5..32), 4 steps otherwise; scalars 8.
+TEST(ScanTiling, StepsPerTileByPassAndWidth) {
+  using scan::Mode;
+  using scan::parallel_tiling;
+  const std::tuple<std::int64_t, int, int> expected[] = {  // C, forward, backward steps
+      {4, 4 * 256, 4 * 256},   {8, 8 * 128, 8 * 128},   {16, 8 * 128, 8 * 128},
+      {32, 8 * 64, 8 * 64},    {36, 8 * 32, 4 * 32},    {1024, 8 * 32, 4 * 32}};
+  for (const auto& [c, fwd, bwd] : expected) {
+    EXPECT_EQ(parallel_tiling(Mode::Forward, c, true).tile_steps, fwd) << "C = " << c;
+    EXPECT_EQ(parallel_tiling(Mode::Backward, c, true).tile_steps, bwd) << "C = " << c;
+  }
+  EXPECT_EQ(parallel_tiling(Mode::Backward, 31, false).tile_steps, 8 * 8);
 }
 #endif
 
