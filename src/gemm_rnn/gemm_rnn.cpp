@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -90,6 +91,8 @@ PersistentKnobs PersistentKnobs::from_environment() {
     k.finish_barrier = *on ? 1 : 0;
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_GRAPHS")) k.graphs = *on;
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_WARP_ROWS")) k.warp_rows = *on;
+  if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_INPUT_PROJECTION"))
+    k.input_projection = *on ? 1 : 0;
   if (const char* t = std::getenv("PRNN_PERSISTENT_STALL"); t != nullptr && *t != '\0') {
     const std::string text = t, what = "<cta>:<step>:<milliseconds>";
     const std::size_t a = text.find(':'), b = a == std::string::npos ? a : text.find(':', a + 1);
@@ -225,6 +228,10 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
                                desc.weight_dtype, knobs_.tensor_cores, knobs_.warp_rows);
     PRNN_ASSERT(tiling_.runs());  // can_implement_persistent said so
     if (knobs_.finish_barrier >= 0) tiling_.finish_barrier = knobs_.finish_barrier != 0;
+    for (std::int64_t l = 0; l < L_; ++l)
+      fused_input_.push_back(
+          persistent::wants_input_in_kernel(T_, knobs_.input_projection) &&
+          persistent::fuses_input_projection(tiling_, desc.layer_input_size(l), act_, device));
     exchange_ = DeviceBuffer(persistent::exchange_bytes(tiling_, B_));
     PRNN_CUDA_CHECK(cudaMemset(exchange_.data(), 0, exchange_.bytes()));
     const unsigned control[persistent::kControlWords] = {0, 1, 0, 0};  // epoch 1: tags never 0
@@ -298,8 +305,14 @@ void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
     for (int d = 0; d < D_; ++d) {
       const RnnParamOffsets& o = offsets(l, d);
       float* P = pre(l, d);  // [T, B, GH]
-      gemm(h, false, true, T_ * B_, GH_, I, in, I, a.params + o.w_ih, I, 0.0f, P, GH_,
-           all_steps_math(desc_));
+      // The persistent warp-rows forward computes W_ih x itself (and P stays unwritten: the
+      // vanilla backward does not read it), else one GEMM over all steps.
+      const bool fused = recurrence_ == Recurrence::Persistent &&
+                         fused_input_[static_cast<std::size_t>(l)] &&
+                         reinterpret_cast<std::uintptr_t>(in) % 16 == 0;
+      if (!fused)
+        gemm(h, false, true, T_ * B_, GH_, I, in, I, a.params + o.w_ih, I, 0.0f, P, GH_,
+             all_steps_math(desc_));
       // The gated cells' initial state the backward needs: LSTM c0, GRU h0 (zeros if absent).
       const float* user_init = lstm_ ? a.c0 : gru_ ? a.h0 : nullptr;
       if (lstm_ || gru_) {
@@ -315,6 +328,11 @@ void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
         p.t_step = d == 0 ? 1 : -1;
         p.w = a.params + o.w_hh;
         p.pre = P;
+        if (fused) {
+          p.x = in;
+          p.w_ih = a.params + o.w_ih;
+          p.input_size = static_cast<std::int32_t>(I);
+        }
         p.b_ih = a.params + o.b_ih;
         p.b_hh = a.params + o.b_hh;
         p.h0 = a.h0 != nullptr ? a.h0 + (l * D_ + d) * BH : nullptr;

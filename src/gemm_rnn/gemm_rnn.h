@@ -144,6 +144,9 @@ enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 //                                              staged or tensor-core shape instead of the
 //                                              gated warp-rows kernels (both passes; tiling.h),
 //                                              for A/B runs
+//   PRNN_PERSISTENT_INPUT_PROJECTION=0|1       where the warp-rows forward can compute W_ih x
+//                                              itself: unset, for T <= 4 (tiling.h); 0 never
+//                                              (the input GEMM), 1 at every T; for A/B runs
 struct PersistentKnobs {
   std::uint64_t timeout_ns = 2'000'000'000ull;
   std::int32_t stall_cta = -1, stall_step = 0;
@@ -159,6 +162,10 @@ struct PersistentKnobs {
   // Whether layers at small batches may run on the warp-rows kernels, vanilla and gated
   // (PRNN_PERSISTENT_WARP_ROWS=0 keeps them on the other shapes, for A/B runs).
   bool warp_rows = true;
+  // Whether a warp-rows forward computes W_ih x itself where it can, instead of an input GEMM
+  // before the launch: -1 as persistent::wants_input_in_kernel decides by T, 0 never, 1 always
+  // (PRNN_PERSISTENT_INPUT_PROJECTION, for A/B runs).
+  std::int32_t input_projection = -1;
   static PersistentKnobs from_environment();
 };
 
@@ -250,6 +257,9 @@ class GemmRnn {
   Recurrence recurrence_ = Recurrence::PerStepGemm;
   persistent::Tiling tiling_;
   PersistentKnobs knobs_;
+  // [L] whether layer l's persistent forward computes its input projection in the kernel (when
+  // the call's input is also 16-byte aligned; persistent::fuses_input_projection).
+  std::vector<bool> fused_input_;
   DeviceBuffer exchange_, control_;
   unsigned* status_host_ = nullptr;  // mapped pinned word the kernels report failures into
 };

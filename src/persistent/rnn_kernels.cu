@@ -550,6 +550,12 @@ LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation
   throw InternalError("persistent kernel: unknown pass kernel");
 }
 
+// The warp-rows forward's shared memory for an input projection of input_size inputs.
+std::size_t input_smem_bytes(const Tiling& tiling, std::int64_t input_size) {
+  return warp_rows_input_smem_bytes(kWarpRowsShapes[tiling.warp_rows], tiling.warp_rows_records,
+                                    tiling.warp_rows_groups, input_size);
+}
+
 }  // namespace
 
 std::size_t exchange_bytes(const Tiling& tiling, std::int64_t batch) {
@@ -572,10 +578,15 @@ std::string prepare(Pass pass, const Tiling& tiling, Activation act, int device)
       return "the persistent kernel needs " +
              std::to_string(k.smem_bytes + attr.sharedSizeBytes) +
              " bytes of shared memory per CTA; this GPU allows " + std::to_string(smem_optin);
-    if (k.smem_bytes > 0)  // all but the direct FMA shapes: allow the dynamic shared memory
-      PRNN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(k.smem_bytes)));
+    // All but the direct FMA shapes: allow the dynamic shared memory; the warp-rows forward all
+    // there is, for the W_ih rows of the input projection (fuses_input_projection).
+    const bool projects =
+        pass == Pass::Forward && pass_kernel(tiling, true) == PassKernel::WarpRows;
+    if (k.smem_bytes > 0)
+      PRNN_CUDA_CHECK(cudaFuncSetAttribute(
+          reinterpret_cast<const void*>(k.fn), cudaFuncAttributeMaxDynamicSharedMemorySize,
+          projects ? smem_optin - static_cast<int>(attr.sharedSizeBytes)
+                   : static_cast<int>(k.smem_bytes)));
     int per_sm = 0;
     PRNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &per_sm, reinterpret_cast<const void*>(k.fn), k.threads, k.smem_bytes));
@@ -587,15 +598,39 @@ std::string prepare(Pass pass, const Tiling& tiling, Activation act, int device)
   return {};
 }
 
+bool fuses_input_projection(const Tiling& tiling, std::int64_t input_size, Activation act,
+                            int device) {
+  if (!tiling.runs() || pass_kernel(tiling, true) != PassKernel::WarpRows) return false;
+  if (input_size <= 0 || input_size % 4 != 0) return false;
+  int smem_optin = 0;
+  PRNN_CUDA_CHECK(
+      cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  for (bool lengths : {false, true}) {
+    const LaunchShape k = kernel_for(Pass::Forward, tiling, lengths, act);
+    cudaFuncAttributes attr{};
+    PRNN_CUDA_CHECK(cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(k.fn)));
+    if (k.smem_bytes + input_smem_bytes(tiling, input_size) + attr.sharedSizeBytes >
+        static_cast<std::size_t>(smem_optin))
+      return false;
+  }
+  return true;
+}
+
 void launch(Pass pass, const Tiling& tiling, const Params& params, cudaStream_t stream) {
   const LaunchShape k = kernel_for(pass, tiling, params.lengths != nullptr, params.act);
   Params p = params;
   p.warp_records = k.warp_records;
+  std::size_t smem = k.smem_bytes;
+  if (p.x != nullptr) {
+    if (pass != Pass::Forward || pass_kernel(tiling, true) != PassKernel::WarpRows ||
+        p.input_size % 4 != 0 || reinterpret_cast<std::uintptr_t>(p.x) % 16 != 0)
+      throw InternalError("persistent kernel: an input projection this launch cannot fuse");
+    smem += input_smem_bytes(tiling, p.input_size);
+  }
   void* args[] = {&p};
-  PRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(k.fn),
-                                              dim3(static_cast<unsigned>(k.ctas)),
-                                              dim3(static_cast<unsigned>(k.threads)), args,
-                                              k.smem_bytes, stream));
+  PRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(
+      reinterpret_cast<const void*>(k.fn), dim3(static_cast<unsigned>(k.ctas)),
+      dim3(static_cast<unsigned>(k.threads)), args, smem, stream));
 }
 
 }  // namespace prnn::persistent

@@ -61,6 +61,12 @@ struct Params {
 
   const float* w = nullptr;  // W_hh [G·H, H] row-major
 
+  // The input projection in the kernel (warp-rows forward only; fuses_input_projection): with x
+  // set, u_t = W_ih x_t is computed by the kernel and pre is neither read nor written.
+  const float* x = nullptr;     // nullable [T, B, I], 16-byte aligned
+  const float* w_ih = nullptr;  // [H, I] row-major
+  std::int32_t input_size = 0;  // I, a multiple of 4
+
   // Per-step tensors [T, B, G·H] (pre, pre_h, dpre, dpre_h) or [T, B, H] (cell) contiguous,
   // out and dy rows strided.
   float* pre = nullptr;          // Forward: u_t in, gated a_t (GRU: a_ih) out. BackwardData: in
@@ -107,6 +113,13 @@ std::size_t exchange_bytes(const Tiling& tiling, std::int64_t batch);
 // the vanilla cells' activation `act` (the gated cells ignore it). Empty when it can; otherwise
 // the reason.
 std::string prepare(Pass pass, const Tiling& tiling, Activation act, int device);
+
+// Whether the forward of `tiling` can compute the input projection of a layer of `input_size`
+// inputs in the kernel (Params::x): it runs on the warp-rows kernel, input_size % 4 == 0, and its
+// records and W_ih rows fit the shared memory of `device`. The call's x must then also be 16-byte
+// aligned. prepare(Forward, ...) must have run.
+bool fuses_input_projection(const Tiling& tiling, std::int64_t input_size, Activation act,
+                            int device);
 
 void launch(Pass pass, const Tiling& tiling, const Params& params, cudaStream_t stream);
 

@@ -216,6 +216,24 @@ constexpr std::size_t warp_rows_smem_bytes(const WarpRowsShape& s, int groups) {
   return std::size_t{2} * static_cast<std::size_t>(groups) *
          static_cast<std::size_t>(s.batch_per_warp * s.records_per_lane) * 32 * 16;
 }
+// With the input projection in the kernel (forward, rnn_kernels.h), after the records: the CTA's
+// W records' 3 rows of W_ih and two steps of its G batch groups' rows of x, each as
+// [..][ceil(I / 128)][32] float4 (I = 1152, W = 3, G = 4, BB = 1: 41.5 + 36.9 KiB).
+constexpr std::size_t warp_rows_input_smem_bytes(const WarpRowsShape& s, int records, int groups,
+                                                 std::int64_t input_size) {
+  return static_cast<std::size_t>(3 * records + 2 * groups * s.batch_per_warp) *
+         static_cast<std::size_t>((input_size + 127) / 128) * 32 * 16;
+}
+// When a call's forward computes its input projection in the kernel (where it can): for
+// sequences of at most kInputInKernelMaxSteps steps, where the input GEMM's fixed cost is most of
+// the call. In the kernel it costs every step 0.4-0.9 µs of the chain (ReLU H = 1152, B = 1..8,
+// an H100: bench/persistent/NOTES.md, "The input projection in the kernel"), so from T = 8 the
+// GEMM before the launch is faster; a call of T = 2 or 4 steps takes 46 % or 17 % less.
+// knob: PRNN_PERSISTENT_INPUT_PROJECTION, -1 unset (this rule), 0 never, 1 at every T.
+inline constexpr std::int64_t kInputInKernelMaxSteps = 4;
+constexpr bool wants_input_in_kernel(std::int64_t steps, int knob) {
+  return knob == 1 || (knob < 0 && steps <= kInputInKernelMaxSteps);
+}
 // The batches it takes: up to 4 batch groups (one chain per step each) of one to three batch
 // elements per warp (the shapes' batch_per_warp), so a warp per batch element up to B = 4, two
 // from B = 5 and three from B = 9 (kRec = 12 only): measured faster than the FMA direct shapes

@@ -2,7 +2,8 @@
 // backward data (contract in rnn_kernels.h), for the small batches where a step is one chain of
 // latencies. Every warp owns whole rows, so a step needs no CTA reduction, barrier or finishing
 // threads (bench/persistent/NOTES.md, "Rows per warp").
-//   Forward:       a_t = u_t + W_hh h_prev + b_ih + b_hh, h_t = act(a_t)
+//   Forward:       a_t = u_t + W_hh h_prev + b_ih + b_hh, h_t = act(a_t); u_t = (W_ih x)_t read
+//                  from pre, or, with p.x set, computed here (the input projection below)
 //   BackwardData:  dh = dy_t + W_hhᵀ dQ_prev (+ dhn / the padding carry), dQ_t = dh ⊙ act'(a_t)
 //                  (act' from h_t); the activation A is a template parameter
 // Layout:   as rnn_kernels.cu: W_hh [H, H] row-major; pre/dpre [T, B, H]; out, dy rows strided;
@@ -26,8 +27,20 @@
 //           cell math (kernel_common.cuh) and the record (tag epoch + s). Then the step's other
 //           stores, spread over the warp: lane 3i + c stores unit c of batch element g + G·i, so
 //           each tensor takes one store instruction per warp (B = 6, 8: 0.25 µs/step less).
+// Input:    (forward, p.x set) the kernel computes u_t = W_ih x_t itself, so the call needs no
+//           input GEMM. The CTA's W_ih rows (its records' 3 rows each) stay in shared memory; x_t
+//           arrives there one step ahead: during step s each warp of a batch group copies a W-th
+//           of the group's rows of x_{t+1} (cp.async, 16 bytes a lane, no registers) and waits for
+//           its copies before the group's barrier, which makes them the group's. A warp issues
+//           its record polls first, then adds its rows' W_ih x_t to its partial sums from shared
+//           memory, so the projection runs while the records are on their way
+//           (bench/persistent/NOTES.md, "The input projection in the kernel"). Lane l takes the
+//           columns 4·(l + 32j) .. + 3 (I % 4 == 0, x 16-byte aligned: the host's condition).
+//           The sum's order is fixed: projection terms, then W_hh's.
 // On chip:  the weights in registers; shared memory [2 (step parity)][G][BB][kRec][32] records
-//           (warp_rows_smem_bytes in tiling.h).
+//           (warp_rows_smem_bytes in tiling.h), then, projecting, [W][3][nch][32] float4 of W_ih
+//           and [2 (step parity)][G][BB][nch][32] float4 of x, nch = ceil(I / 128)
+//           (warp_rows_input_smem_bytes).
 // Sync:     none besides the tagged records. Two buffers suffice: a warp publishes its record of
 //           step s for batch element b only after reading all of b's records of step s−1, whose
 //           producers published them only after reading all of b's records of step s−2.
@@ -73,6 +86,73 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
         w[r][kR3 * j + c] = in ? p.w[at] : 0.0f;
       }
     }
+  // The input projection's W_ih rows: entry ((w·3 + r)·nch + j)·32 + l is row 3·(c·W + w) + r,
+  // columns 4·(l + 32j) .. + 3 (zeros outside); filled by the whole CTA once.
+  const bool project = kFwd && p.x != nullptr;
+  const int I = p.input_size, nch = (I + 127) / 128;
+  float4* s_wih = s_share + static_cast<std::int64_t>(2) * G * BB * kRec * 32;
+  float4* s_x = s_wih + static_cast<std::int64_t>(W) * kR3 * nch * 32;  // [2][G][BB][nch][32]
+  if (project) {
+    const int total = W * kR3 * nch * 32;
+    for (int e = static_cast<int>(threadIdx.x); e < total; e += static_cast<int>(blockDim.x)) {
+      const int l = e % 32, j = e / 32 % nch, r = e / (32 * nch) % kR3, wr = e / (32 * nch * kR3);
+      const int row = (static_cast<int>(blockIdx.x) * W + wr) * kR3 + r, col = 4 * (l + 32 * j);
+      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (row < H && col < I) {
+        const float* at = p.w_ih + static_cast<std::int64_t>(row) * I + col;
+        v = make_float4(at[0], at[1], at[2], at[3]);
+      }
+      s_wih[e] = v;
+    }
+  }
+  // This warp's share of its group's rows of x at time t into x buffer `parity`: chunks
+  // j ≡ part (mod W) of each batch element bg + G·i (zeros past I), asynchronously.
+  auto copy_x = [&](std::int64_t t, int parity) {
+    float4* to = s_x + (static_cast<std::int64_t>(parity) * G + bg) * BB * nch * 32 + lane;
+    for (int i = 0; i < BB; ++i) {
+      const int b = bg + G * i;
+      if (b >= B) break;
+      const float* row = p.x + (t * B + b) * I;
+      for (int j = part; j < nch; j += W) {
+        const int col = 4 * (lane + 32 * j);
+        const unsigned dst =
+            static_cast<unsigned>(__cvta_generic_to_shared(to + (i * nch + j) * 32));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst),
+                     "l"(row + (col < I ? col : 0)), "r"(col < I ? 16 : 0)
+                     : "memory");
+      }
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  auto wait_x = [] { asm volatile("cp.async.wait_all;" ::: "memory"); };
+  // This warp's 3 rows of W_ih x_t (x buffer `parity`) added to its sums.
+  auto add_projection = [&](float (&acc)[kR3 * BB], int parity) {
+    const float4* wrow = s_wih + static_cast<std::int64_t>(part) * kR3 * nch * 32 + lane;
+    const float4* xrow = s_x + (static_cast<std::int64_t>(parity) * G + bg) * BB * nch * 32 + lane;
+#pragma unroll 3
+    for (int j = 0; j < nch; ++j) {
+      float4 xv[BB];
+#pragma unroll
+      for (int i = 0; i < BB; ++i) xv[i] = xrow[(i * nch + j) * 32];
+#pragma unroll
+      for (int q = 0; q < kR3; ++q) {
+        const float4 wv = wrow[(q * nch + j) * 32];
+#pragma unroll
+        for (int i = 0; i < BB; ++i) {
+          float a = acc[q * BB + i];
+          a = fmaf(wv.x, xv[i].x, a);
+          a = fmaf(wv.y, xv[i].y, a);
+          a = fmaf(wv.z, xv[i].z, a);
+          a = fmaf(wv.w, xv[i].w, a);
+          acc[q * BB + i] = a;
+        }
+      }
+    }
+  };
+  if (project) {
+    copy_x(p.t_first, 0);
+    wait_x();  // the __syncthreads below makes every warp's copies the CTA's
+  }
   begin_launch(p, &s_epoch, &s_abort);
   __syncthreads();
   const unsigned epoch = s_epoch;
@@ -112,6 +192,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
         const int row = row0 + c;
         if (row >= H) continue;
         if constexpr (kFwd) {
+          if (project) continue;  // u_t is in the partial sums
           float uc[1], st = 0.0f;
           load_forward_unit<1>(p, t, t_prev, first_fwd, f_b, row, uc, st);
           u[c] = uc[0];
@@ -124,6 +205,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
     float acc[kR3 * BB];
 #pragma unroll
     for (int i = 0; i < kR3 * BB; ++i) acc[i] = 0.0f;
+    // The next step's x rows, copied while this step runs (the other buffer: its last readers
+    // were past the group's barrier of the step before).
+    if (project && s + 1 < p.steps) copy_x(t + p.t_step, (s + 1) & 1);
     if (has_source) {
       // This warp's share of the step's records: slots j = part + W·m (m < kOwn) of each of its
       // batch elements bg + G·i; slot j is record lane + 32j (tag `want`; at s = 0 the forward's
@@ -147,6 +231,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
             if (n > 2) own[i][m].z = h[2];
           }
         }
+      // The input projection while the polls are in flight.
+      if (project) add_projection(acc, s & 1);
       bool failed = false;
       if (from_exchange) {
         auto ready = [&] {
@@ -185,6 +271,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
 #pragma unroll
         for (int m = 0; m < kOwn; ++m)
           if (part + W * m < kRec) share[(i * kRec + part + W * m) * 32 + lane] = own[i][m];
+      if (project) wait_x();  // this warp's copies of x_{t+1} in, before the group's barrier
       // The barrier also ORs the warps' failures, so that the group leaves together.
       if (barrier_any(1 + bg, 32 * W, failed)) break;
       // Per sum, the terms in (record, column) order, then the butterfly: the same order in
@@ -201,6 +288,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
             for (int q = 0; q < kR3; ++q)
               acc[q * BB + i] = fmaf(w[q][kR3 * j + c], hv[c], acc[q * BB + i]);
         }
+    } else if (project) {  // no h_prev: the projection alone, and the barrier for x_{t+1}
+      add_projection(acc, s & 1);
+      wait_x();
+      if (barrier_any(1 + bg, 32 * W, false)) break;
+    }
+    if (has_source || project) {
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1)
 #pragma unroll

@@ -415,6 +415,20 @@ TEST(Planner, LargeLayersOnTensorCoresAlone) {
       << plan.kernel;
 }
 
+// The input projection runs in the warp-rows kernel for short sequences only (tiling.h), unless
+// PRNN_PERSISTENT_INPUT_PROJECTION says otherwise.
+TEST(Tiling, InputProjectionInTheKernelForShortSequences) {
+  using persistent::wants_input_in_kernel;
+  for (const std::int64_t T : {1, 2, 4}) {
+    EXPECT_TRUE(wants_input_in_kernel(T, -1)) << T;
+    EXPECT_FALSE(wants_input_in_kernel(T, 0)) << T;
+  }
+  for (const std::int64_t T : {std::int64_t{5}, std::int64_t{8}, std::int64_t{1} << 40}) {
+    EXPECT_FALSE(wants_input_in_kernel(T, -1)) << T;
+    EXPECT_TRUE(wants_input_in_kernel(T, 1)) << T;
+  }
+}
+
 // The latency model (plan.h: PassCost): per pass, step = max(chain, chunks × busy), the chain
 // the sum of its terms, busy the chain less the exchange and the direct kernels' tail; a forward
 // call adds the input GEMM, a training step the backward data and its three GEMMs.

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "gemm_rnn/gemm_rnn.h"
+#include "persistent/rnn_kernels.h"
 #include "persistent/tiling.h"
 #include "prnn/device.h"
 #include "prnn/error.h"
@@ -202,6 +203,10 @@ std::vector<RnnCase> cases() {
 // warp-rows kernels may take (vanilla B ≤ kWarpRowsMaxBatch, gated B ≤ kGatedWarpRowsMaxBatch,
 // H ≤ 1152) also run with "0", on the FMA (or tensor-core) shapes, so that every kernel keeps
 // its cases at those batches.
+// input_projection: the PRNN_PERSISTENT_INPUT_PROJECTION of the run ("": the default, W_ih x in
+// the warp-rows kernel for T <= 4 where it can, else the input GEMM). The fp32 one-layer vanilla
+// cases the warp-rows forward can project in the kernel (I % 4 == 0) also run with "1", in the
+// kernel at every T.
 struct GpuCase {
   RnnAlgo algo = RnnAlgo::Persistent;
   RnnCase c;
@@ -209,12 +214,14 @@ struct GpuCase {
   std::string finish_barrier = "";
   std::string graphs = "";
   std::string warp_rows = "";
+  std::string input_projection = "";
   std::string name() const {
     const char* variant = tensor_cores == "0" ? "_fma_" : tensor_cores == "forward" ? "_tcforward_" : "_";
     const std::string barrier = finish_barrier.empty() ? "" : "barrier" + finish_barrier + "_";
     const std::string direct = graphs == "0" ? "direct_" : "";
     const std::string rows = warp_rows == "0" ? "nowarprows_" : "";
-    return std::string(to_string(algo)) + variant + barrier + direct + rows + c.name();
+    const std::string input = input_projection == "1" ? "kernelinput_" : "";
+    return std::string(to_string(algo)) + variant + barrier + direct + rows + input + c.name();
   }
 };
 inline void PrintTo(const GpuCase& g, std::ostream* os) { *os << g.name(); }
@@ -239,6 +246,11 @@ std::vector<GpuCase> gpu_cases() {
                                      : persistent::kWarpRowsMaxBatch))
       v.push_back({RnnAlgo::Persistent, c, "1", "", "", "0"});
   }
+  for (const RnnCase& c : cases())
+    if ((c.cell == Cell::ReLU || c.cell == Cell::ClippedReLU || c.cell == Cell::Tanh) &&
+        c.dtype == DType::F32 && c.L == 1 && c.I % 4 == 0 && c.H <= 1152 &&
+        c.B <= persistent::kWarpRowsMaxBatch)
+      v.push_back({RnnAlgo::Persistent, c, "1", "", "", "", "1"});
   return v;
 }
 
@@ -259,6 +271,9 @@ std::vector<GpuCase> sanitize_cases() {
   RnnCase rows = small(Cell::Tanh, 6, 1152);     // warp rows: 2 elements per warp, lengths
   rows.lengths = {4, 1, 3, 4, 2, 4};
   v.push_back({P, rows});
+  RnnCase projecting = small(Cell::ReLU, 4, 1152);  // warp rows, W_ih x in the kernel (I = 32)
+  projecting.I = 32;
+  v.push_back({P, projecting});
   v.push_back({P, small(Cell::ReLU, 3, 1000), "1", "0", "", "0"});  // FMA direct, 2 chunks
   v.push_back({P, small(Cell::ReLU, 8, 1152), "1", "1", "", "0"});  // FMA direct, the barrier
   v.push_back({P, small(Cell::LSTM, 4, 1024), "1", "", "", "0"});   // FMA staged, fp32
@@ -456,6 +471,7 @@ TEST_P(RnnGpu, MatchesReference) {
   const EnvScope barrier("PRNN_PERSISTENT_FINISH_BARRIER", GetParam().finish_barrier.c_str());
   const EnvScope graphs("PRNN_PERSISTENT_GRAPHS", GetParam().graphs.c_str());
   const EnvScope warp_rows("PRNN_PERSISTENT_WARP_ROWS", GetParam().warp_rows.c_str());
+  const EnvScope input("PRNN_PERSISTENT_INPUT_PROJECTION", GetParam().input_projection.c_str());
   Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), GetParam().algo);
   ASSERT_EQ(rnn.algo(), GetParam().algo) << rnn.reason();
   const Inputs in = upload_inputs(s, c.dtype);
@@ -793,6 +809,54 @@ TEST(RnnGpuChoice, AutoPicksPersistentAndSaysWhy) {
     const EnvScope forward("PRNN_PERSISTENT_TENSOR_CORES", "forward");
     const std::string whyf = Rnn::can_implement(d, 5, 4, Device::cuda(0), RnnAlgo::Persistent);
     EXPECT_NE(whyf.find("backward turned off"), std::string::npos) << whyf;
+  }
+}
+
+// Which layers' forward computes W_ih x in the kernel: vanilla layers on the warp-rows kernel
+// with I % 4 == 0 whose W_ih rows fit the shared memory beside the records; the GEMM elsewhere.
+TEST(RnnGpuInputProjection, InTheKernelWhereTheWarpRowsForwardRuns) {
+  ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
+  const int sms = device_info(0).sm_count;
+  auto fuses = [&](Cell cell, std::int64_t H, std::int64_t B, std::int64_t I) {
+    const persistent::Tiling t = persistent::tile(gate_count(cell), H, B, sms, DType::F32);
+    return persistent::fuses_input_projection(t, I, gemm_rnn::Activation::ReLU, 0);
+  };
+  EXPECT_TRUE(fuses(Cell::ReLU, 1152, 4, 1152));
+  EXPECT_TRUE(fuses(Cell::ReLU, 1152, 1, 32));
+  EXPECT_TRUE(fuses(Cell::ReLU, 1152, 8, 1152));      // two batch elements per warp
+  EXPECT_TRUE(fuses(Cell::ReLU, 1000, 11, 256));      // three batch elements per warp
+  EXPECT_FALSE(fuses(Cell::ReLU, 1152, 11, 1152));    // records, W_ih and x outgrow smem
+  EXPECT_FALSE(fuses(Cell::ReLU, 1152, 4, 30));       // I % 4 != 0
+  EXPECT_FALSE(fuses(Cell::ReLU, 1152, 4, 1 << 16));  // W_ih rows outgrow shared memory
+  EXPECT_FALSE(fuses(Cell::ReLU, 2048, 4, 2048));     // the FMA direct kernel
+  EXPECT_FALSE(fuses(Cell::LSTM, 1024, 4, 1024));     // gated cells
+}
+
+// The same layer given x 16-byte aligned (the projection in the kernel, forced at T = 50) and one
+// float past a 16-byte boundary (the input GEMM): both equal to the reference, from one Rnn.
+TEST(RnnGpuInputProjection, AlignedAndUnalignedInputMatchReference) {
+  ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
+  SCOPED_TRACE("PRNN_TEST_SEED=" + std::to_string(base_seed()));
+  const EnvScope in_kernel("PRNN_PERSISTENT_INPUT_PROJECTION", "1");
+  const RnnCase c{Cell::ReLU, 50, 4, 32, 1152, 1, false, true};
+  const RnnData& s = reference_of(c);
+  const Inputs in = upload_inputs(s, c.dtype);
+  DeviceBuffer shifted((s.x.size() + 1) * sizeof(float));
+  float* x1 = static_cast<float*>(shifted.data()) + 1;
+  ASSERT_EQ(cudaMemcpy(x1, in.x.buf.data(), s.x.size() * sizeof(float), cudaMemcpyDeviceToDevice),
+            cudaSuccess);
+  const Shape xs = c.x_shape(), ys = c.y_shape(), ss = c.state_shape(), ps = c.param_shape();
+  Rnn rnn(c.desc(), c.T, c.B, Device::cuda(0), RnnAlgo::Persistent);
+  for (const bool aligned : {false, true, false}) {
+    SCOPED_TRACE(aligned ? "x aligned" : "x one float past 16 bytes");
+    const TensorView x = aligned ? in.x.view(xs) : TensorView(x1, DType::F32, xs, Device::cuda(0));
+    Outputs o = fresh_outputs(c);
+    rnn.forward(x, in.params.view(ps), in.h0.view(ss), in.c0.view(ss), o.y.view(ys),
+                o.hn.view(ss), o.cn.view(ss), nullptr, c.lengths);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    rnn.check();
+    expect_close(download(o.y), s.y, "y");
+    expect_close(download(o.hn), s.hn, "hn");
   }
 }
 
