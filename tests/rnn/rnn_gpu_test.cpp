@@ -690,7 +690,8 @@ TEST(RnnGpuSafety, MalformedKnobIsInvalidArgument) {
                                                       {"PRNN_PERSISTENT_TENSOR_CORES", "fwd"},
                                                       {"PRNN_PERSISTENT_FINISH_BARRIER", "yes"},
                                                       {"PRNN_PERSISTENT_GRAPHS", "on"},
-                                                      {"PRNN_PERSISTENT_WARP_ROWS", "true"}};
+                                                      {"PRNN_PERSISTENT_WARP_ROWS", "true"},
+                                                      {"PRNN_PERSISTENT_INPUT_PROJECTION", "2"}};
   for (const auto& [name, value] : knobs) {
     const EnvScope knob(name, value);
     try {
