@@ -550,6 +550,13 @@ LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation
   throw InternalError("persistent kernel: unknown pass kernel");
 }
 
+// Whether the forward of `tiling` has an input projection's form for input_size inputs: the
+// warp-rows kernel, I % 4 == 0 (whether its shared memory fits is fuses_input_projection's).
+bool projects_input(const Tiling& tiling, std::int64_t input_size) {
+  return tiling.runs() && pass_kernel(tiling, true) == PassKernel::WarpRows && input_size > 0 &&
+         input_size % 4 == 0;
+}
+
 // The warp-rows forward's shared memory for an input projection of input_size inputs.
 std::size_t input_smem_bytes(const Tiling& tiling, std::int64_t input_size) {
   return warp_rows_input_smem_bytes(kWarpRowsShapes[tiling.warp_rows], tiling.warp_rows_records,
@@ -600,8 +607,7 @@ std::string prepare(Pass pass, const Tiling& tiling, Activation act, int device)
 
 bool fuses_input_projection(const Tiling& tiling, std::int64_t input_size, Activation act,
                             int device) {
-  if (!tiling.runs() || pass_kernel(tiling, true) != PassKernel::WarpRows) return false;
-  if (input_size <= 0 || input_size % 4 != 0) return false;
+  if (!projects_input(tiling, input_size)) return false;
   int smem_optin = 0;
   PRNN_CUDA_CHECK(
       cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
@@ -622,8 +628,8 @@ void launch(Pass pass, const Tiling& tiling, const Params& params, cudaStream_t 
   p.warp_records = k.warp_records;
   std::size_t smem = k.smem_bytes;
   if (p.x != nullptr) {
-    if (pass != Pass::Forward || pass_kernel(tiling, true) != PassKernel::WarpRows ||
-        p.input_size % 4 != 0 || reinterpret_cast<std::uintptr_t>(p.x) % 16 != 0)
+    if (pass != Pass::Forward || !projects_input(tiling, p.input_size) ||
+        reinterpret_cast<std::uintptr_t>(p.x) % 16 != 0)
       throw InternalError("persistent kernel: an input projection this launch cannot fuse");
     smem += input_smem_bytes(tiling, p.input_size);
   }
