@@ -447,7 +447,8 @@ struct TensorCoreKernel {
   }
 };
 
-// The warp-rows kernels are instantiated per activation as well: I = shape · 3 + activation.
+// The warp-rows kernels are instantiated per activation and, forward, with and without the input
+// projection as well: I = (shape · 3 + activation) · 2 + projects (the backward's two are one).
 constexpr int kActivationCount = 3;
 static_assert(static_cast<int>(Activation::ReLU) == 0 &&
               static_cast<int>(Activation::ClippedReLU) == 1 &&
@@ -456,10 +457,11 @@ static_assert(static_cast<int>(Activation::ReLU) == 0 &&
 template <int I, bool L, Pass P>
 struct WarpRowsKernel {
   static constexpr KernelFn get() {
-    constexpr WarpRowsShape s = kWarpRowsShapes[I / kActivationCount];
-    constexpr Activation A = static_cast<Activation>(I % kActivationCount);
+    constexpr WarpRowsShape s = kWarpRowsShapes[I / 2 / kActivationCount];
+    constexpr Activation A = static_cast<Activation>(I / 2 % kActivationCount);
+    constexpr bool kInput = P == Pass::Forward && I % 2 == 1;
     return &warp_rows_kernel<s.records_per_lane, s.batch_per_warp, s.max_threads, s.own_slots, A, L,
-                             P>;
+                             P, kInput>;
   }
 };
 
@@ -505,7 +507,9 @@ struct LaunchShape {
   int warp_records = 0;  // the warp-rows kernels' records per batch group
 };
 
-LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation act) {
+// `projects`: the warp-rows forward's instantiation with the input projection (launch's p.x).
+LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation act,
+                       bool projects = false) {
   if (!tiling.runs())
     throw InternalError("persistent kernel: no kernel shape (" + tiling.reason + ")");
   // The kernel a pass runs is the planner's call (pass_kernel); here only its instantiation.
@@ -524,8 +528,10 @@ LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation
       if (tiling.warp_rows >= kWarpRowsShapeCount)
         throw InternalError("persistent kernel: no warp-rows shape " +
                             std::to_string(tiling.warp_rows));
-      const int index = tiling.warp_rows * kActivationCount + static_cast<int>(act);
-      return {pick<WarpRowsKernel, kWarpRowsShapeCount * kActivationCount>(index, lengths, pass),
+      const int index =
+          (tiling.warp_rows * kActivationCount + static_cast<int>(act)) * 2 + (projects ? 1 : 0);
+      return {pick<WarpRowsKernel, kWarpRowsShapeCount * kActivationCount * 2>(index, lengths,
+                                                                              pass),
               tiling.warp_rows_ctas, tiling.warp_rows_threads,
               warp_rows_smem_bytes(kWarpRowsShapes[tiling.warp_rows], tiling.warp_rows_groups),
               tiling.warp_rows_records};
@@ -585,15 +591,21 @@ std::string prepare(Pass pass, const Tiling& tiling, Activation act, int device)
       return "the persistent kernel needs " +
              std::to_string(k.smem_bytes + attr.sharedSizeBytes) +
              " bytes of shared memory per CTA; this GPU allows " + std::to_string(smem_optin);
-    // All but the direct FMA shapes: allow the dynamic shared memory; the warp-rows forward all
-    // there is, for the W_ih rows of the input projection (fuses_input_projection).
-    const bool projects =
-        pass == Pass::Forward && pass_kernel(tiling, true) == PassKernel::WarpRows;
+    // All but the direct FMA shapes: allow the dynamic shared memory.
     if (k.smem_bytes > 0)
-      PRNN_CUDA_CHECK(cudaFuncSetAttribute(
-          reinterpret_cast<const void*>(k.fn), cudaFuncAttributeMaxDynamicSharedMemorySize,
-          projects ? smem_optin - static_cast<int>(attr.sharedSizeBytes)
-                   : static_cast<int>(k.smem_bytes)));
+      PRNN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.fn),
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(k.smem_bytes)));
+    // The warp-rows forward's projecting instantiation: all there is, for the W_ih rows
+    // (fuses_input_projection says whether a layer's fit).
+    if (pass == Pass::Forward && pass_kernel(tiling, true) == PassKernel::WarpRows) {
+      const LaunchShape kp = kernel_for(pass, tiling, lengths, act, true);
+      cudaFuncAttributes pattr{};
+      PRNN_CUDA_CHECK(cudaFuncGetAttributes(&pattr, reinterpret_cast<const void*>(kp.fn)));
+      PRNN_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kp.fn),
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           smem_optin - static_cast<int>(pattr.sharedSizeBytes)));
+    }
     int per_sm = 0;
     PRNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &per_sm, reinterpret_cast<const void*>(k.fn), k.threads, k.smem_bytes));
@@ -612,7 +624,7 @@ bool fuses_input_projection(const Tiling& tiling, std::int64_t input_size, Activ
   PRNN_CUDA_CHECK(
       cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   for (bool lengths : {false, true}) {
-    const LaunchShape k = kernel_for(Pass::Forward, tiling, lengths, act);
+    const LaunchShape k = kernel_for(Pass::Forward, tiling, lengths, act, true);
     cudaFuncAttributes attr{};
     PRNN_CUDA_CHECK(cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(k.fn)));
     if (k.smem_bytes + input_smem_bytes(tiling, input_size) + attr.sharedSizeBytes >
@@ -623,16 +635,16 @@ bool fuses_input_projection(const Tiling& tiling, std::int64_t input_size, Activ
 }
 
 void launch(Pass pass, const Tiling& tiling, const Params& params, cudaStream_t stream) {
-  const LaunchShape k = kernel_for(pass, tiling, params.lengths != nullptr, params.act);
+  const bool projects = params.x != nullptr;
+  if (projects && (pass != Pass::Forward || !projects_input(tiling, params.input_size) ||
+                   reinterpret_cast<std::uintptr_t>(params.x) % 16 != 0))
+    throw InternalError("persistent kernel: an input projection this launch cannot fuse");
+  const LaunchShape k =
+      kernel_for(pass, tiling, params.lengths != nullptr, params.act, projects);
   Params p = params;
   p.warp_records = k.warp_records;
   std::size_t smem = k.smem_bytes;
-  if (p.x != nullptr) {
-    if (pass != Pass::Forward || !projects_input(tiling, p.input_size) ||
-        reinterpret_cast<std::uintptr_t>(p.x) % 16 != 0)
-      throw InternalError("persistent kernel: an input projection this launch cannot fuse");
-    smem += input_smem_bytes(tiling, p.input_size);
-  }
+  if (projects) smem += input_smem_bytes(tiling, p.input_size);
   void* args[] = {&p};
   PRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(
       reinterpret_cast<const void*>(k.fn), dim3(static_cast<unsigned>(k.ctas)),

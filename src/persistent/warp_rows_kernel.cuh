@@ -3,7 +3,7 @@
 // latencies. Every warp owns whole rows, so a step needs no CTA reduction, barrier or finishing
 // threads (bench/persistent/NOTES.md, "Rows per warp").
 //   Forward:       a_t = u_t + W_hh h_prev + b_ih + b_hh, h_t = act(a_t); u_t = (W_ih x)_t read
-//                  from pre, or, with p.x set, computed here (the input projection below)
+//                  from pre, or, with p.x set, computed here (kInput: the input projection below)
 //   BackwardData:  dh = dy_t + W_hhᵀ dQ_prev (+ dhn / the padding carry), dQ_t = dh ⊙ act'(a_t)
 //                  (act' from h_t); the activation A is a template parameter
 // Layout:   as rnn_kernels.cu: W_hh [H, H] row-major; pre/dpre [T, B, H]; out, dy rows strided;
@@ -27,8 +27,11 @@
 //           cell math (kernel_common.cuh) and the record (tag epoch + s). Then the step's other
 //           stores, spread over the warp: lane 3i + c stores unit c of batch element g + G·i, so
 //           each tensor takes one store instruction per warp (B = 6, 8: 0.25 µs/step less).
-// Input:    (forward, p.x set) the kernel computes u_t = W_ih x_t itself, so the call needs no
-//           input GEMM. The CTA's W_ih rows (its records' 3 rows each) stay in shared memory; x_t
+// Input:    (forward, p.x set: the kInput instantiation) the kernel computes u_t = W_ih x_t
+//           itself, so the call needs no input GEMM. A separate instantiation, so that the kernel
+//           without it carries none of its code: as a run-time branch it made every step of the
+//           batch-group shapes (B = 3..8) 5-10 % slower (NOTES.md, "The input projection in the
+//           kernel"). The CTA's W_ih rows (its records' 3 rows each) stay in shared memory; x_t
 //           arrives there one step ahead: during step s each warp of a batch group copies a W-th
 //           of the group's rows of x_{t+1} (cp.async, 16 bytes a lane, no registers) and waits for
 //           its copies before the group's barrier, which makes them the group's. A warp issues
@@ -54,9 +57,11 @@
 
 namespace prnn::persistent {
 
-template <int kRec, int BB, int kMaxThreads, int kOwn, Activation A, bool kLengths, Pass P>
+template <int kRec, int BB, int kMaxThreads, int kOwn, Activation A, bool kLengths, Pass P,
+          bool kInput>
 __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params p) {
   constexpr bool kFwd = P == Pass::Forward;
+  static_assert(kFwd || !kInput, "only the forward projects its input");
   using Act = gemm_rnn::StaticActivation<A>;  // compiled in (NOTES.md, "The B = 1 gap")
   constexpr unsigned kAll = 0xFFFFFFFFu;
   __shared__ unsigned s_epoch;
@@ -88,7 +93,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
     }
   // The input projection's W_ih rows: entry ((w·3 + r)·nch + j)·32 + l is row 3·(c·W + w) + r,
   // columns 4·(l + 32j) .. + 3 (zeros outside); filled by the whole CTA once.
-  const bool project = kFwd && p.x != nullptr;
+  constexpr bool project = kInput;  // p.x set (the host's launch picks this instantiation)
   const int I = p.input_size, nch = (I + 127) / 128;
   float4* s_wih = s_share + static_cast<std::int64_t>(2) * G * BB * kRec * 32;
   float4* s_x = s_wih + static_cast<std::int64_t>(W) * kR3 * nch * 32;  // [2][G][BB][nch][32]
