@@ -22,6 +22,14 @@
 //          -DLAB_SHARE=1: the 3 warps of a batch group each poll a third of the records and
 //          share them through shared memory (a named barrier per group and step), so that a
 //          CTA reads each record from L2 once instead of three times.
+//          -DLAB_CLUSTER=n (with LAB_SHARE=1): clusters of n CTAs share the same way across the
+//          cluster: each of the 3·n warps of a batch group polls 1/(3·n) of the slots from L2 and
+//          stores them into the shared memory of every CTA of the cluster (st.shared::cluster),
+//          then arrives on each CTA's mbarrier for the group and step parity (release.cluster);
+//          a warp waits on its own CTA's mbarrier (acquire.cluster) and reads all slots from its
+//          shared memory. A cluster reads each record from L2 once instead of 3·n times.
+//          -DLAB_CLUSTER_TAGS=1: the same without mbarriers: the records keep their tags in shared
+//          memory and a warp polls its own CTA's shared memory until every slot has this step's tag.
 // Usage:   prnn_warp_rows_lab [H B G]... (default: H = 1152 at B = 1, 2, 4 with every G
 //          instantiated, H = 2043 at B = 1, 2).
 // Prints µs/step (median of 20 launches, T = 256, CUDA events) and the max relative error of out
@@ -54,6 +62,7 @@ struct Params {
   float4* exchange;
   unsigned* error;
   unsigned* count;  // counter form: [T, CTAs] arrivals (warps done with step s), zeroed per launch
+  int* smid;         // [CTAs]: the SM each CTA ran on
   long long* trace;  // [CTAs, 4]: cycles of warp 0 summed over steps 8..T-1: poll, math, finish; polls
   int hidden, batch, steps;
   unsigned epoch;
@@ -83,6 +92,23 @@ struct Params {
 #endif
 #ifndef LAB_SHARE
 #define LAB_SHARE 0
+#endif
+#ifndef LAB_CLUSTER
+#define LAB_CLUSTER 1
+#endif
+#if LAB_CLUSTER > 1 && !LAB_SHARE
+#error "LAB_CLUSTER needs LAB_SHARE=1"
+#endif
+// LAB_CLUSTER_XCHG=0: launched in clusters, but the records shared within each CTA only (as
+// LAB_SHARE=1 alone); LAB_SMEM_PAD=bytes asks that much more dynamic shared memory per CTA.
+#ifndef LAB_CLUSTER_XCHG
+#define LAB_CLUSTER_XCHG 1
+#endif
+#ifndef LAB_SMEM_PAD
+#define LAB_SMEM_PAD 0
+#endif
+#ifndef LAB_CLUSTER_TAGS
+#define LAB_CLUSTER_TAGS 0
 #endif
 #ifndef LAB_COUNTERS
 #define LAB_COUNTERS 1
@@ -124,6 +150,44 @@ __device__ __forceinline__ void store_record(float4* p, float4 v) {
                : "memory");
 }
 
+#if LAB_CLUSTER > 1
+__device__ __forceinline__ unsigned smem_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// The same shared-memory address in the CTA of cluster rank `rank`.
+__device__ __forceinline__ unsigned cluster_address(unsigned local, unsigned rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(local), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_store(unsigned addr, float4 v) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(v.x), "f"(v.y), "f"(v.z),
+               "f"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ void cluster_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(unsigned bar, unsigned parity) {
+  unsigned ok;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+      " selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(ok)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return ok != 0;
+}
+__device__ __forceinline__ void cluster_sync_all() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+#endif
+
 // kRec records per lane, BB batch elements per warp (B = G·BB: G batch groups of 3 warps).
 // kCounter: consumers poll per-CTA arrival counters (a fence and an atomic after the producers'
 // stores), then read the records once, instead of polling the tagged records themselves.
@@ -145,6 +209,18 @@ __global__ void __launch_bounds__(96 * G, 1) warp_rows_kernel(const Params p) {
 #if LAB_SHARE
   // [parity][G][BB][kRec][32] records, each group's third from each of its warps.
   extern __shared__ float4 s_share[];
+#endif
+#if LAB_CLUSTER > 1
+  // [parity][G] mbarriers after the records: 3·n arrivals (every warp of the group in the cluster).
+  auto* s_bar = reinterpret_cast<unsigned long long*>(s_share + static_cast<std::int64_t>(2) * G * BB * kRec * 32);
+  const unsigned crank = cluster_rank();
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 2 * G; ++i)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(s_bar + i)), "r"(3 * LAB_CLUSTER)
+                   : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  cluster_sync_all();
 #endif
   long long tsum[4] = {};  // the trace (warp 0, lane 0, written at the end)
   for (int s = 0; s < p.steps; ++s) {
@@ -181,15 +257,21 @@ __global__ void __launch_bounds__(96 * G, 1) warp_rows_kernel(const Params p) {
       }
       float4 rec[BB][kRec];
 #if LAB_SHARE
-      // This warp's third of the record slots: j = warp % 3 + 3·m.
+      // This warp's share of the record slots: j = part mod 3 (3·n in a cluster).
+#if LAB_CLUSTER > 1 && LAB_CLUSTER_XCHG
+      constexpr int kParts = 3 * LAB_CLUSTER;
+      const int part = static_cast<int>(crank) * 3 + warp % 3;
+#else
+      constexpr int kParts = 3;
       const int part = warp % 3;
+#endif
 #pragma unroll
       for (int bb = 0; bb < BB; ++bb)
 #pragma unroll
         for (int j = 0; j < kRec; ++j) {
           const int k = lane + 32 * j;
           rec[bb][j] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
-          if (j % 3 == part && k < K) rec[bb][j] = load_record(src + static_cast<std::int64_t>(bg + G * bb) * K + k);
+          if (j % kParts == part && k < K) rec[bb][j] = load_record(src + static_cast<std::int64_t>(bg + G * bb) * K + k);
         }
 #else
 #pragma unroll
@@ -279,7 +361,56 @@ __global__ void __launch_bounds__(96 * G, 1) warp_rows_kernel(const Params p) {
           }
       }
 #endif
-#if LAB_SHARE
+#if LAB_CLUSTER > 1 && LAB_CLUSTER_XCHG
+      {
+        float4* mine_s = s_share + (static_cast<std::int64_t>(s & 1) * G + bg) * BB * kRec * 32;
+        for (int c = 0; c < LAB_CLUSTER; ++c) {
+#pragma unroll
+          for (int bb = 0; bb < BB; ++bb)
+#pragma unroll
+            for (int j = 0; j < kRec; ++j)
+              if (j % kParts == part)
+                cluster_store(cluster_address(smem_address(mine_s + (bb * kRec + j) * 32 + lane), c), rec[bb][j]);
+        }
+#if LAB_CLUSTER_TAGS
+        for (unsigned spins = 0;; ++spins) {
+          bool ready = true;
+#pragma unroll
+          for (int bb = 0; bb < BB; ++bb)
+#pragma unroll
+            for (int j = 0; j < kRec; ++j) {
+              float4 v;
+              asm volatile("ld.volatile.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                           : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                           : "r"(smem_address(mine_s + (bb * kRec + j) * 32 + lane))
+                           : "memory");
+              rec[bb][j] = v;
+              ready &= lane + 32 * j >= K || __float_as_uint(v.w) == want;
+            }
+          if (__all_sync(0xFFFFFFFFu, ready)) break;
+          if (spins > (1u << 26)) {
+            if (lane == 0) atomicExch(p.error, 1u);
+            return;
+          }
+        }
+#else
+        __syncwarp();
+        const unsigned bar = smem_address(s_bar + (s & 1) * G + bg);
+        if (lane < LAB_CLUSTER) cluster_arrive(cluster_address(bar, lane));
+        // Barrier (s & 1) serves steps 1, 3, 5, ... or 2, 4, 6, ...: its phase is the use's index.
+        const unsigned phase = static_cast<unsigned>(((s & 1) ? (s - 1) / 2 : s / 2 - 1) & 1);
+        for (unsigned spins = 0; !mbar_try_wait(bar, phase); ++spins)
+          if (spins > (1u << 24)) {
+            if (lane == 0) atomicExch(p.error, 1u);
+            return;
+          }
+#pragma unroll
+        for (int bb = 0; bb < BB; ++bb)
+#pragma unroll
+          for (int j = 0; j < kRec; ++j) rec[bb][j] = mine_s[(bb * kRec + j) * 32 + lane];
+#endif
+      }
+#elif LAB_SHARE
       {
         float4* mine_s = s_share + (static_cast<std::int64_t>(s & 1) * G + bg) * BB * kRec * 32;
 #pragma unroll
@@ -342,6 +473,14 @@ __global__ void __launch_bounds__(96 * G, 1) warp_rows_kernel(const Params p) {
       }
     }
   }
+#if LAB_CLUSTER > 1
+  cluster_sync_all();  // no CTA leaves while a peer may still store into its shared memory
+#endif
+  if (threadIdx.x == 0) {
+    int sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    p.smid[blockIdx.x] = sm;
+  }
   if (warp == 0 && lane == 0)
     for (int i = 0; i < 4; ++i) p.trace[4 * blockIdx.x + i] = tsum[i];
 }
@@ -352,7 +491,8 @@ void run(int H, int B) {
   auto fn = warp_rows_kernel<kRec, BB, G, kCounter>;
   int per_sm = 0, sms = 0;
   LAB_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const std::size_t smem = LAB_SHARE ? sizeof(float4) * 2 * G * BB * kRec * 32 : 0;
+  const std::size_t smem =
+      (LAB_SHARE ? sizeof(float4) * 2 * G * BB * kRec * 32 : 0) + (LAB_CLUSTER > 1 ? 16 * G : 0) + LAB_SMEM_PAD;
   if (smem > 0)
     LAB_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
@@ -360,6 +500,34 @@ void run(int H, int B) {
   if (per_sm * sms < ctas) {
     std::printf("H%d B%d G%d: not co-resident (%d per SM)\n", H, B, G, per_sm);
     return;
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(ctas);
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attrs[2];
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = LAB_CLUSTER;
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
+  attrs[1].id = cudaLaunchAttributeCooperative;
+  attrs[1].val.cooperative = 1;
+  cfg.attrs = attrs;
+  cfg.numAttrs = 2;
+  if (LAB_CLUSTER > 1) {
+    if (ctas % LAB_CLUSTER != 0) {
+      std::printf("H%d B%d G%d: %d CTAs not a multiple of the cluster %d\n", H, B, G, ctas, LAB_CLUSTER);
+      return;
+    }
+    int clusters = 0;
+    cfg.numAttrs = 1;
+    LAB_CHECK(cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg));
+    cfg.numAttrs = 2;
+    if (clusters * LAB_CLUSTER < ctas) {
+      std::printf("H%d B%d G%d: %d clusters of %d not co-resident (%d fit)\n", H, B, G, ctas / LAB_CLUSTER,
+                  LAB_CLUSTER, clusters);
+      return;
+    }
   }
   std::mt19937 gen(static_cast<unsigned>(H * 131 + B * 7 + G));
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
@@ -382,12 +550,25 @@ void run(int H, int B) {
   LAB_CHECK(cudaMemcpy(du, u.data(), u.size() * 4, cudaMemcpyHostToDevice));
   LAB_CHECK(cudaMemset(dx, 0, sizeof(float4) * 2 * LAB_REPL * B * K));
   LAB_CHECK(cudaMemset(derr, 0, 4));
-  Params p{dw, du, dout, dx, derr, dcount, dtrace, H, B, T, 1u};
+  int* dsmid;
+  LAB_CHECK(cudaMalloc(&dsmid, sizeof(int) * ctas));
+  Params p{dw, du, dout, dx, derr, dcount, dsmid, dtrace, H, B, T, 1u};
   void* args[] = {&p};
   auto launch = [&] {
     if (kCounter) LAB_CHECK(cudaMemsetAsync(dcount, 0, sizeof(unsigned) * T * ctas));
-    LAB_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fn), dim3(ctas), dim3(threads),
-                                          args, smem, nullptr));
+    if (LAB_CLUSTER > 1) {
+      cudaError_t e = cudaLaunchKernelEx(&cfg, fn, p);
+      if (e != cudaSuccess && cfg.numAttrs == 2) {  // cooperative with clusters refused: plain launch
+        (void)cudaGetLastError();
+        std::printf("  (cooperative cluster launch refused: %s; launching without)\n", cudaGetErrorString(e));
+        cfg.numAttrs = 1;
+        e = cudaLaunchKernelEx(&cfg, fn, p);
+      }
+      LAB_CHECK(e);
+    } else {
+      LAB_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fn), dim3(ctas), dim3(threads), args,
+                                            smem, nullptr));
+    }
     p.epoch += T;
   };
   // Check: poisoned output, one launch, fp64 reference.
@@ -435,6 +616,13 @@ void run(int H, int B) {
   LAB_CHECK(cudaDeviceSynchronize());
   std::vector<long long> tr(4 * static_cast<std::size_t>(ctas));
   LAB_CHECK(cudaMemcpy(tr.data(), dtrace, tr.size() * sizeof(long long), cudaMemcpyDeviceToHost));
+  {
+    std::vector<int> sm(ctas);
+    LAB_CHECK(cudaMemcpy(sm.data(), dsmid, sizeof(int) * ctas, cudaMemcpyDeviceToHost));
+    std::sort(sm.begin(), sm.end());
+    std::printf("  %d CTAs on %d SMs\n", ctas, static_cast<int>(std::unique(sm.begin(), sm.end()) - sm.begin()));
+    cudaFree(dsmid);
+  }
   for (int c : {0, ctas / 2}) {
     const double n = T - 8;
     std::printf("  cta %3d warp 0, cycles per step: wait %.0f (re-polls %.2f), math %.0f, finish+publish %.0f\n", c,

@@ -29,8 +29,8 @@
 //           each tensor takes one store instruction per warp (B = 6, 8: 0.25 µs/step less).
 // Input:    (forward, p.x set: the kInput instantiation) the kernel computes u_t = W_ih x_t
 //           itself, so the call needs no input GEMM. A separate instantiation, so that the kernel
-//           without it carries none of its code: as a run-time branch it made every step of the
-//           batch-group shapes (B = 3..8) 5-10 % slower (NOTES.md, "The input projection in the
+//           without it carries none of its code: as a run-time branch it made every forward
+//           step 1.5-9.5 % slower at H = 1152, B = 1..12 (NOTES.md, "The input projection in the
 //           kernel"). The CTA's W_ih rows (its records' 3 rows each) stay in shared memory; x_t
 //           arrives there one step ahead: during step s each warp of a batch group copies a W-th
 //           of the group's rows of x_{t+1} (cp.async, 16 bytes a lane, no registers) and waits for
