@@ -226,10 +226,10 @@ constexpr std::size_t warp_rows_input_smem_bytes(const WarpRowsShape& s, int rec
 }
 // When a call's forward computes its input projection in the kernel (where it can): for
 // sequences of at most kInputInKernelMaxSteps steps, where the input GEMM's fixed cost is most of
-// the call. In the kernel it costs every step 0.4-0.8 µs of the chain at B = 1..4 and 0.9-1.6 at
-// B = 5..8 (ReLU H = 1152, an H100: bench/persistent/NOTES.md, "The input projection in the
-// kernel"), so from T = 8 the GEMM before the launch is faster; a call of T = 2 or 4 steps
-// takes 46 % or 17 % less.
+// the call. In the kernel it costs every step 0.4-0.9 µs of the chain at B = 1..4 and 1.1-1.8 at
+// B = 5..8 (ReLU H = 1152, an H100, against the GEMM path of 2c240ef: bench/persistent/NOTES.md,
+// "The input projection in the kernel"), so from T = 8 the GEMM before the launch is faster; a
+// call of T = 2 or 4 steps takes 46 % or 17 % less.
 // knob: PRNN_PERSISTENT_INPUT_PROJECTION, -1 unset (this rule), 0 never, 1 at every T.
 inline constexpr std::int64_t kInputInKernelMaxSteps = 4;
 constexpr bool wants_input_in_kernel(std::int64_t steps, int knob) {
