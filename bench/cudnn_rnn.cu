@@ -250,8 +250,9 @@ void CudnnRnn::Impl::configure() {
                           " gate elements, at or past 2^31, where the persistent algorithms "
                           "fault (measured with cuDNN 9.14)");
   const cudnnDataType_t data_type = cudnn_dtype(shape.dtype);
-  const cudnnMathType_t math_type =
-      shape.dtype == DType::F32 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
+  const cudnnMathType_t math_type = shape.dtype != DType::F32      ? CUDNN_TENSOR_OP_MATH
+                                    : shape.math == GemmMath::Fp32 ? CUDNN_FMA_MATH
+                                                                   : CUDNN_DEFAULT_MATH;
   constexpr int kLayers = 1;
 
   // One layer: dropout is never applied, so no RNG states are needed.

@@ -34,6 +34,10 @@ struct CudnnRnnShape {
   std::int64_t hidden_size = 0;
   std::int64_t batch = 0;
   std::int64_t steps = 0;
+  // f32 data: Fp32 runs CUDNN_FMA_MATH (fp32 FMA only), Tf32 CUDNN_DEFAULT_MATH, cuDNN's default,
+  // which takes TF32 tensor cores for fp32 data on Ampere and later (measured on an H100:
+  // NVIDIA_TF32_OVERRIDE=0 makes it 10-25 % slower). 16-bit data: CUDNN_TENSOR_OP_MATH either way.
+  GemmMath math = GemmMath::Tf32;
 
   // Forward flops of one step, both GEMMs: 2·B·G·H·(I+H).
   double forward_flops_per_step() const;

@@ -7,6 +7,9 @@
 //                       (cuDNN: CudnnRnn::forward() + backward(), the same three passes)
 //   fwd_tflops          2·T·B·G·H·(I+H) / forward time
 //   us_per_sync         (impl cuda-grid_sync) one cooperative grid barrier, see grid_sync.cu
+// Maths:   f32 cases run once per RnnBenchOptions::maths: prnn's GEMMs over all timesteps in
+//          fp32 or TF32 (RnnDesc::gemm_math), cuDNN with CUDNN_FMA_MATH or its default math
+//          (which takes TF32 for fp32 data); the TF32 rows' impl ends in "-tf32".
 // Data:    x [T, B, I], y / dy [T, B, H], h0 / hn / dhn / dh0 (LSTM: c too) [1, B, H], params and
 //          dparams [rnn_param_count(desc)] in dtype = desc.weight_dtype; x, h0, c0, dy, dhn, dcn
 //          uniform in [-1, 1), params in [-1/sqrt(H), 1/sqrt(H)) (never zeros). Every buffer is
@@ -180,6 +183,8 @@ void validate(const RnnBenchOptions& o) {
   check_positive_list(o.hidden, bench + " hidden size");
   check_positive_list(o.batch, bench + " batch");
   check_positive_list(o.steps, bench + " steps");
+  if (o.maths.empty())
+    throw InvalidArgument(bench + " maths: expected fp32, tf32 or both, got none");
   for (const std::string& name : o.impls) {
     if (std::find_if(std::begin(kRnnBenchImpls), std::end(kRnnBenchImpls), [&](const char* known) {
           return name == known;
@@ -423,18 +428,25 @@ void run_rnn_bench(const RnnBenchOptions& o, const BenchSink& sink) {
     auto rows_for = [&](const std::string& impl) {
       return ImplRows(sink, suite, name, impl, c.steps, flops_per_step, o.repeats);
     };
+    // f32: once per math (TF32 rows as "<impl>-tf32"); 16-bit: once, with its fixed maths.
+    const std::vector<GemmMath> maths =
+        c.dtype == DType::F32 ? o.maths : std::vector<GemmMath>{GemmMath::Tf32};
+    for (GemmMath math : maths) {
+      const std::string suffix = c.dtype == DType::F32 && math == GemmMath::Tf32 ? "-tf32" : "";
+      desc.gemm_math = c.dtype == DType::F32 ? math : GemmMath::Fp32;
+      std::optional<PrnnTensors> tensors;  // shared by the prnn algorithms of this case
+      for (RnnAlgo algo : {RnnAlgo::Persistent, RnnAlgo::GemmPerStep}) {
+        const std::string impl = std::string("prnn-") + to_string(algo);
+        if (wanted(impl)) time_prnn(rows_for(impl + suffix), desc, c, algo, tensors, stream.get());
+      }
+      tensors.reset();
 
-    std::optional<PrnnTensors> tensors;  // shared by the prnn algorithms of this case
-    for (RnnAlgo algo : {RnnAlgo::Persistent, RnnAlgo::GemmPerStep}) {
-      const std::string impl = std::string("prnn-") + to_string(algo);
-      if (wanted(impl)) time_prnn(rows_for(impl), desc, c, algo, tensors, stream.get());
-    }
-    tensors.reset();
-
-    const bench::CudnnRnnShape shape{c.cell, c.dtype, I, c.hidden, c.batch, c.steps};
-    for (bench::CudnnRnnAlgo algo : bench::kCudnnRnnAlgos) {
-      const std::string impl = std::string("cudnn-") + bench::to_string(algo);
-      if (wanted(impl)) time_cudnn(rows_for(impl), *cudnn, shape, algo);
+      bench::CudnnRnnShape shape{c.cell, c.dtype, I, c.hidden, c.batch, c.steps};
+      shape.math = math;
+      for (bench::CudnnRnnAlgo algo : bench::kCudnnRnnAlgos) {
+        const std::string impl = std::string("cudnn-") + bench::to_string(algo);
+        if (wanted(impl)) time_cudnn(rows_for(impl + suffix), *cudnn, shape, algo);
+      }
     }
   }
 }

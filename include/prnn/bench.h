@@ -56,6 +56,7 @@ void run_cudnn_rnn_bench(const CudnnRnnBenchOptions& options, const BenchSink& s
 //   fwd_us_per_step     training-mode forward of T steps / T
 //   fwdbwd_us_per_step  forward + backward data + backward weights of T steps / T
 //   fwd_tflops          2·T·B·G·H·(I+H) / forward time
+// f32 cases run once per RnnBenchOptions::maths (impl suffix "-tf32" for TF32; see there).
 // An implementation that cannot run a case gives one row metric status, value 0, unit
 // not_supported (it said Unsupported) or error (it failed); the run goes on.
 // Unless grid_sync_floor is off, the run starts with the cost of one cooperative grid-wide barrier
@@ -99,6 +100,11 @@ struct RnnBenchOptions {
   std::int64_t input_size = 0;             // 0: same as hidden
   int repeats = 10;                        // timed runs per measurement (median reported)
   std::vector<std::string> impls;          // names from kRnnBenchImpls; empty: all of them
+  // f32 cases run once per math: prnn with RnnDesc::gemm_math = math, cuDNN with CUDNN_FMA_MATH
+  // (Fp32: no TF32 anywhere) or its default math (Tf32: cuDNN takes TF32 tensor cores for fp32
+  // data on Ampere and later); the Tf32 rows' impl is "<impl>-tf32". 16-bit cases run once
+  // (prnn's GEMMs are TF32 and cuDNN's math is tensor-op math either way).
+  std::vector<GemmMath> maths{GemmMath::Fp32, GemmMath::Tf32};
   bool grid_sync_floor = true;
 };
 

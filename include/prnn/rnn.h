@@ -61,6 +61,13 @@ struct RnnDesc {
   DType weight_dtype = DType::F32;
   // Residual connection every k layers (see above); 0: none.
   std::int64_t residual_every = 0;
+  // The math of the GEMMs over all timesteps on the GPU (input projection, d(in), dW_ih, dW_hh)
+  // of an f32 layer: Fp32 (fp32 FMA, the default) or Tf32 (TF32 tensor cores with fp32
+  // accumulation: both operands rounded to 10 mantissa bits, several times the rate; what cuDNN
+  // does for fp32 data under its default math). The recurrence stays fp32 either way. 16-bit
+  // layers run these GEMMs on TF32 whatever this says (their inputs and weights are exact in
+  // it). The CPU reference takes Fp32 only.
+  GemmMath gemm_math = GemmMath::Fp32;
 
   int directions() const { return direction == Direction::Bidirectional ? 2 : 1; }
   std::int64_t gate_rows() const { return gate_count(cell) * hidden_size; }
@@ -72,7 +79,8 @@ struct RnnDesc {
   bool residual_at(std::int64_t layer) const {
     return residual_every > 0 && layer >= 1 && layer % residual_every == 0;
   }
-  // Throws InvalidArgument naming the field when a size is not positive or residual_every < 0.
+  // Throws InvalidArgument naming the field when a size is not positive, residual_every < 0 or
+  // gemm_math is not a GemmMath.
   void validate() const;
 };
 
@@ -114,7 +122,8 @@ std::int64_t rnn_param_count(const RnnDesc& desc);
 // rounded to TF32), and the persistent GRU / LSTM kernels from batch 4 on 16-bit mma fragments
 // (W_hh exact; h and the gate gradients as two 16-bit halves, about 2^-16 relative); otherwise
 // the persistent kernels hold the weights as two 16-bit values per register where a packed shape
-// exists (GRU and LSTM at 9 units per SM), else in fp32.
+// exists (GRU and LSTM at 9 units per SM), else in fp32. f32 layers run those GEMMs in fp32
+// FMA unless RnnDesc::gemm_math asks for TF32.
 enum class RnnAlgo : std::uint8_t { Auto, Persistent, GemmPerStep, Reference };
 
 const char* to_string(RnnAlgo a);

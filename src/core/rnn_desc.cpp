@@ -47,6 +47,9 @@ void RnnDesc::validate() const {
   PRNN_EXPECT(residual_every >= 0,
               "RnnDesc.residual_every: expected >= 0 (0: no residual connections), got {}",
               residual_every);
+  PRNN_EXPECT(gemm_math == GemmMath::Fp32 || gemm_math == GemmMath::Tf32,
+              "RnnDesc.gemm_math: expected fp32 or tf32, got the value {}",
+              static_cast<int>(gemm_math));
 }
 
 RnnParamOffsets rnn_param_offsets(const RnnDesc& desc, std::int64_t layer, int direction) {

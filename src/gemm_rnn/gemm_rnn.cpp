@@ -38,9 +38,9 @@ Activation activation_of(Cell cell) {
 }
 
 // The GEMMs over all timesteps (input projection, d(in), dW_ih, dW_hh): TF32 for 16-bit layers,
-// whose inputs and weights TF32 holds exactly; fp32 otherwise.
+// whose inputs and weights TF32 holds exactly; the desc's choice for f32 layers.
 GemmMath all_steps_math(const RnnDesc& desc) {
-  return desc.weight_dtype == DType::F32 ? GemmMath::Fp32 : GemmMath::Tf32;
+  return desc.weight_dtype == DType::F32 ? desc.gemm_math : GemmMath::Tf32;
 }
 
 }  // namespace

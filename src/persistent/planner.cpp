@@ -367,8 +367,9 @@ constexpr double kL2BytesPerSmPerCycle = 16;
 // spread over the group: from its growth with the batch (ReLU f32 H=1152 B = 1..8,
 // rnn_targets_fea623f.csv: 1.30 / 1.50 / 1.74 / 1.85 µs/step forward at B = 1..4, 2.87 at B = 8).
 constexpr double kWarpRowsL2BytesPerSmPerCycle = 64;
-// The GEMMs over all T·B rows (outside the recurrence): fp32 layers on the FP32 pipes, 16-bit
-// layers on TF32 tensor cores (2048 flops per SM per cycle on sm_90), at a third of that peak:
+// The GEMMs over all T·B rows (outside the recurrence): fp32 layers on the FP32 pipes (on TF32
+// tensor cores where RnnDesc::gemm_math asks for them), 16-bit layers on TF32 tensor cores (2048
+// flops per SM per cycle on sm_90), at a third of that peak:
 // the four TF32 GEMMs of LSTM bf16 H=1152 B=4 run at 35% (ncu: 0.92 µs/step), and moving the
 // 16-bit layers' GEMMs from FP32 to TF32 took LSTM bf16 H=1152 B=1 from 3.72 to 3.08 µs/step and
 // B=2 from 4.33 to 3.58 (cells_figure3.csv, cells_figure3_bf16_6bf5964.csv: the FP32 GEMM at a
@@ -604,7 +605,9 @@ PersistentPlan plan_persistent(const RnnDesc& desc, std::int64_t batch, const De
   if (!p.forward.kernel.empty()) {
     const double gemm_flops_per_s =
         dev.sm_count * clock_hz * kGemmEfficiency *
-        (desc.weight_dtype == DType::F32 ? kFp32FlopsPerSmPerCycle : kTf32FlopsPerSmPerCycle);
+        (desc.weight_dtype == DType::F32 && desc.gemm_math == GemmMath::Fp32
+             ? kFp32FlopsPerSmPerCycle
+             : kTf32FlopsPerSmPerCycle);
     auto gemm_us = [&](std::int64_t k) {
       return 2.0 * static_cast<double>(batch * G * H * k) / gemm_flops_per_s * 1e6;
     };

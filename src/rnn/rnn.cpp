@@ -172,6 +172,9 @@ std::string Rnn::can_implement(const RnnDesc& desc, std::int64_t steps, std::int
     if (desc.weight_dtype != DType::F32 && desc.weight_dtype != DType::F64)
       return fmt::format("the CPU reference takes f32 or f64, got {}",
                          to_string(desc.weight_dtype));
+    if (desc.gemm_math != GemmMath::Fp32)
+      return fmt::format("the CPU reference computes in {} (gemm_math fp32), got gemm_math {}",
+                         to_string(desc.weight_dtype), to_string(desc.gemm_math));
     return {};
   }
   if (algo == RnnAlgo::Reference) return "the reference runs on host tensors only";

@@ -23,6 +23,7 @@ struct RnnCase {
   DType dtype = DType::F32;  // of every tensor (the inputs are rounded to it)
   std::int64_t residual_every = 0;    // RnnDesc::residual_every
   std::vector<std::int32_t> lengths = {};  // per-sequence lengths [B], empty: all T
+  GemmMath gemm_math = GemmMath::Fp32;     // RnnDesc::gemm_math
 
   const std::int32_t* lengths_or_null() const { return lengths.empty() ? nullptr : lengths.data(); }
 
@@ -35,6 +36,7 @@ struct RnnCase {
     d.direction = bidirectional ? Direction::Bidirectional : Direction::Unidirectional;
     d.weight_dtype = dtype;
     d.residual_every = residual_every;
+    d.gemm_math = gemm_math;
     return d;
   }
   std::string name() const {
@@ -43,7 +45,8 @@ struct RnnCase {
            (bidirectional ? "_bi" : "_uni") + (with_state ? "" : "_nostate") +
            (dtype == DType::F32 ? "" : std::string("_") + to_string(dtype)) +
            (residual_every > 0 ? "_res" + std::to_string(residual_every) : "") +
-           (lengths.empty() ? "" : "_len" + lengths_name());
+           (lengths.empty() ? "" : "_len" + lengths_name()) +
+           (gemm_math == GemmMath::Tf32 ? "_tf32" : "");
   }
   // "5x1x2" for lengths {5, 1, 2}.
   std::string lengths_name() const {

@@ -240,6 +240,9 @@ TEST(RnnArgs, BadDescriptorsAndSizes) {
                  {"batch"});
   d.residual_every = -1;
   expect_invalid([&] { Rnn(d, 5, 2, Device::host()); }, {"residual_every", ">= 0", "-1"});
+  d.residual_every = 0;
+  d.gemm_math = static_cast<GemmMath>(7);
+  expect_invalid([&] { Rnn(d, 5, 2, Device::host()); }, {"gemm_math", "fp32 or tf32", "7"});
 }
 
 // ---- algorithm choice ---------------------------------------------------------------------------
@@ -269,6 +272,12 @@ TEST(RnnChoice, HostRunsTheReference) {
       EXPECT_EQ(e.reason(), why);
     }
   }
+  // TF32 GEMMs are a GPU math: the reference computes in the tensors' dtype.
+  d.gemm_math = GemmMath::Tf32;
+  const std::string why_tf32 = Rnn::can_implement(d, 5, 2, Device::host(), RnnAlgo::Auto);
+  EXPECT_NE(why_tf32.find("gemm_math tf32"), std::string::npos) << why_tf32;
+  EXPECT_THROW(Rnn(d, 5, 2, Device::host()), Unsupported);
+  d.gemm_math = GemmMath::Fp32;
   d.weight_dtype = DType::F16;
   EXPECT_NE(Rnn::can_implement(d, 5, 2, Device::host(), RnnAlgo::Auto).find("f16"),
             std::string::npos);

@@ -82,7 +82,7 @@ void add_rnn_bench_suite(CLI::App& bench, const std::shared_ptr<BenchCommon>& co
   auto rnn_bench_opts = std::make_shared<RnnBenchOptions>();
   rnn_bench_opts->suite = suite;
   struct RnnBenchNames {
-    std::vector<std::string> sweeps{"targets"}, cells{"relu"}, dtypes, impls;
+    std::vector<std::string> sweeps{"targets"}, cells{"relu"}, dtypes, impls, maths{"fp32", "tf32"};
     bool no_floor = false, verbose = false;
   };
   auto rnn_bench_names = std::make_shared<RnnBenchNames>();
@@ -148,6 +148,13 @@ void add_rnn_bench_suite(CLI::App& bench, const std::shared_ptr<BenchCommon>& co
       ->delimiter(',')
       ->check(CLI::IsMember(
           std::vector<std::string>(std::begin(kRnnBenchImpls), std::end(kRnnBenchImpls))));
+  rnn_cmd
+      ->add_option("--math", rnn_bench_names->maths,
+                   "f32 cases: GEMM maths, each its own rows: fp32 (prnn fp32 GEMMs, cuDNN "
+                   "CUDNN_FMA_MATH), tf32 (prnn TF32 GEMMs, cuDNN default math; impl <name>-tf32)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "tf32"}))
+      ->capture_default_str();
   rnn_cmd->add_flag("--no-floor", rnn_bench_names->no_floor,
                     "Skip the grid-sync floor (cuda-grid_sync)");
   rnn_cmd->add_flag("--verbose", rnn_bench_names->verbose,
@@ -176,6 +183,8 @@ void add_rnn_bench_suite(CLI::App& bench, const std::shared_ptr<BenchCommon>& co
     o.dtypes.clear();
     for (const std::string& name : n.dtypes) o.dtypes.push_back(parse_dtype(name));
     o.impls = n.impls;
+    o.maths.clear();
+    for (const std::string& m : n.maths) o.maths.push_back(parse_gemm_math(m));
     o.grid_sync_floor = !n.no_floor;
     if (n.verbose) set_log_level(LogLevel::Info);
     run_with_csv(*common, [&](const BenchSink& sink) { run_rnn_bench(o, sink); });

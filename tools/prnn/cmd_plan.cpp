@@ -14,6 +14,7 @@ namespace {
 struct PlanOptions {
   std::string cell = "relu";
   std::string dtype = "f32";
+  std::string math = "fp32";
   std::int64_t hidden = 1152;
   std::int64_t batch = 4;
   int device = 0;
@@ -24,8 +25,9 @@ void run_plan(const PlanOptions& o) {
     throw Unsupported("prnn plan", "it plans for a GPU's registers and shared memory, and there "
                                    "is none: " + no_device_reason());
   const DeviceInfo d = device_info(o.device);
-  const RnnDesc desc{parse_cell(o.cell), o.hidden, o.hidden, 1, Direction::Unidirectional,
-                     parse_dtype(o.dtype)};
+  RnnDesc desc{parse_cell(o.cell),  o.hidden, o.hidden, 1, Direction::Unidirectional,
+               parse_dtype(o.dtype)};
+  desc.gemm_math = parse_gemm_math(o.math);
   fmt::print("{} on GPU {} ({}, {} SMs), batch {}\n", to_string(desc.cell), d.index, d.name,
              d.sm_count, o.batch);
   fmt::print("{}", describe(plan_persistent(desc, o.batch, d)));
@@ -45,6 +47,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--hidden", o->hidden, "Hidden size")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--batch", o->batch, "Mini-batch")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "Weight storage: f32, bf16 or f16")->capture_default_str();
+  cmd->add_option("--math", o->math,
+                  "f32 layers: the GEMMs over all timesteps in fp32 or tf32 (RnnDesc::gemm_math)")
+      ->check(CLI::IsMember({"fp32", "tf32"}))
+      ->capture_default_str();
   cmd->add_option("--device", o->device, "GPU index")->check(CLI::NonNegativeNumber);
   cmd->callback([o] { run_plan(*o); });
 }
