@@ -495,6 +495,27 @@ TEST(Planner, LatencyModelStructure) {
   EXPECT_DOUBLE_EQ(lstm16.forward.step_us, 4 * lstm16.forward.busy_us);
 }
 
+// RnnDesc::gemm_math: an f32 layer's GEMMs over all T·B rows at the TF32 rate when asked for,
+// the kernels unchanged; 16-bit layers take TF32 whatever it says.
+TEST(Planner, GemmMathSetsTheGemmsRate) {
+  RnnDesc f32 = rnn(Cell::ReLU, 1152);
+  const PersistentPlan fp32 = plan_persistent(f32, 4, h200());
+  f32.gemm_math = GemmMath::Tf32;
+  const PersistentPlan tf32 = plan_persistent(f32, 4, h200());
+  ASSERT_TRUE(fp32.fits && tf32.fits);
+  EXPECT_DOUBLE_EQ(tf32.forward.step_us, fp32.forward.step_us);
+  EXPECT_DOUBLE_EQ(tf32.backward_data.step_us, fp32.backward_data.step_us);
+  // TF32 at 2048 flops per SM and cycle against the FP32 pipes' 256 (two per FMA).
+  EXPECT_NEAR(fp32.input_gemm_us / tf32.input_gemm_us, 8.0, 1e-9);
+  EXPECT_NEAR(fp32.backward_gemms_us / tf32.backward_gemms_us, 8.0, 1e-9);
+  EXPECT_LT(tf32.train_step_us, fp32.train_step_us);
+
+  RnnDesc b16 = rnn(Cell::LSTM, 1152, DType::BF16);
+  const double bf16_gemm = plan_persistent(b16, 4, h200()).input_gemm_us;
+  b16.gemm_math = GemmMath::Tf32;
+  EXPECT_DOUBLE_EQ(plan_persistent(b16, 4, h200()).input_gemm_us, bf16_gemm);
+}
+
 // More work per step predicts more time: more chunks of the same size, and larger chunks.
 TEST(Planner, MoreChunksPredictMoreTime) {
   auto forward = [](Cell cell, std::int64_t H, std::int64_t B, DType dtype) {
