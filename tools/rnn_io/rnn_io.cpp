@@ -10,6 +10,7 @@
 //   algo   auto, persistent, gemm_per_step (tensors on GPU 0) or reference (host tensors)
 //   dtype  the prnn weight dtype (default f32); every tensor is converted from and to float32 on
 //          the host, so 16-bit runs see the inputs rounded to that dtype.
+//   gemm_math  fp32 (default) or tf32: RnnDesc::gemm_math, the f32 layers' GEMMs over all steps.
 // Files:   raw little-endian float32, row-major, the shapes of include/prnn/rnn.h
 //          (D = 2 if bidirectional else 1, L = layers):
 //   inputs   x [T, B, I], params [rnn_param_count] (PyTorch order: for l: for d: W_ih, W_hh,
@@ -73,6 +74,7 @@ Case read_case(const fs::path& path) {
     c.desc.direction = j.value("bidirectional", false) ? prnn::Direction::Bidirectional
                                                        : prnn::Direction::Unidirectional;
     c.desc.weight_dtype = prnn::parse_dtype(j.value("dtype", std::string("f32")));
+    c.desc.gemm_math = prnn::parse_gemm_math(j.value("gemm_math", std::string("fp32")));
     c.steps = j.at("steps").get<std::int64_t>();
     c.batch = j.at("batch").get<std::int64_t>();
     c.algo = prnn::parse_rnn_algo(j.at("algo").get<std::string>());
