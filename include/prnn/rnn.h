@@ -114,7 +114,10 @@ std::int64_t rnn_param_count(const RnnDesc& desc);
 //                reverse, backward weights as GEMMs over all T·B rows. Every cell.
 //   Reference    the CPU reference (src/reference/rnn.h), host tensors, f32 or f64.
 //   Auto         host tensors: Reference; device tensors: Persistent when it can run the
-//                problem, else GemmPerStep; reason() says which and why.
+//                problem, else GemmPerStep; also GemmPerStep where a persistent pass would run
+//                on the FMA kernels with so much work per SM and step that the per-step GEMMs
+//                train faster (measured: src/persistent/tiling.h, auto_prefers_gemm_per_step;
+//                e.g. fp32 LSTM / GRU at H ≥ 1024 from B = 32); reason() says which and why.
 // Device dtypes: f32, and f16 / bf16 tensors (weights, data and states alike) with fp32
 // accumulation: the 16-bit tensors are converted to fp32 on the way in and rounded (to nearest
 // even) on the way out. For them the GEMMs over all timesteps run on TF32 tensor cores (the

@@ -124,6 +124,16 @@ std::string can_implement_persistent(const RnnDesc& desc, std::int64_t steps, st
   return {};
 }
 
+std::string auto_prefers_gemm_per_step(const RnnDesc& desc, std::int64_t batch, int device) {
+  const DeviceInfo info = device_info(device);
+  const PersistentKnobs knobs = PersistentKnobs::from_environment();
+  const persistent::Tiling t =
+      persistent::tile(gate_count(desc.cell), desc.hidden_size, batch, info.sm_count,
+                       desc.weight_dtype, knobs.tensor_cores, knobs.warp_rows);
+  PRNN_ASSERT(t.runs());  // can_implement_persistent said so
+  return persistent::auto_prefers_gemm_per_step(t, desc.hidden_size, batch, info.sm_count);
+}
+
 // ---- CachedGraph ---------------------------------------------------------------------------
 
 CachedGraph::~CachedGraph() { reset(); }

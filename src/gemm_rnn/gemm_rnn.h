@@ -172,6 +172,9 @@ struct PersistentKnobs {
 // Empty when the persistent kernels can run the problem on `device`; otherwise the reason.
 std::string can_implement_persistent(const RnnDesc& desc, std::int64_t steps, std::int64_t batch,
                                      int device);
+// For a problem the persistent kernels can run: empty when Auto keeps them, else why it takes the
+// per-step GEMMs (persistent::auto_prefers_gemm_per_step, with the tiling the layer would get).
+std::string auto_prefers_gemm_per_step(const RnnDesc& desc, std::int64_t batch, int device);
 
 class GemmRnn {
  public:

@@ -361,4 +361,27 @@ PassKernel pass_kernel(const Tiling& t, bool forward);
 // "gated warp rows", "warp rows", "tensor cores", "FMA staged", "FMA direct" (prnn plan's names).
 const char* to_string(PassKernel k);
 
+// Auto's choice (prnn::Rnn, RnnAlgo::Auto): the per-step GEMMs instead of the persistent kernels
+// where a pass of the layer runs on an FMA kernel (staged or direct) with at least this much
+// recurrent work per SM and step, B·NG·H² / SMs multiply-adds. There the persistent training step
+// grows about linearly with that work and the per-step GEMMs' much more slowly. Measured on an
+// H200, T = 256, forward + backward µs/step, persistent / GEMM per step, with the work per SM
+// (bench/results/h200/rnn_figure3_fea623f.csv, cells_figure3.csv, cells_figure3_bf16_6bf5964.csv):
+//   ReLU f32 H=1152:  B = 32 (0.32 M) 33.1 / 37.6;  B = 64 (0.64 M) 65.0 / 55.2
+//   GRU f32 H=1024:   B = 16 (0.38 M) 45.3 / 44.5;  B = 32 (0.76 M) 89.9 / 52.9
+//   GRU f32 H=1152:   B = 16 (0.48 M) 48.6 / 58.5;  B = 32 (0.97 M) 96.2 / 74.9
+//   LSTM f32 H=1024:  B = 16 (0.51 M) 62.1 / 50.3;  B = 32 (1.02 M) 123.3 / 62.8
+//   LSTM f32 H=1152:  B = 16 (0.64 M) 66.9 / 75.1;  B = 32 (1.29 M) 132.1 / 91.5
+//   LSTM bf16 H=1024: B = 64, the backward on the FMA kernel past kTensorCoreBackwardMaxBatch
+//                     (2.03 M) 154.6 / 58.4
+// At 0.5 M the rule picks the faster side, or one within 2 %, everywhere there but LSTM f32
+// H=1152 B=16 (the GEMMs 12 % slower); where it takes the GEMMs they are 1.2–2.6× faster. The
+// tensor-core passes (16-bit GRU / LSTM to B = 32) and the warp-rows kernels stay persistent
+// (LSTM bf16 H=1024 B=32: 36.7 / 46.1).
+inline constexpr double kAutoGemmPerStepMinWorkPerSm = 5e5;
+// Empty when Auto keeps the persistent kernels of a layer tiled as t (t.runs()); else why it
+// takes the per-step GEMMs.
+std::string auto_prefers_gemm_per_step(const Tiling& t, std::int64_t hidden, std::int64_t batch,
+                                       int sm_count);
+
 }  // namespace prnn::persistent

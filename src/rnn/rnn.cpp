@@ -218,10 +218,15 @@ Rnn::Rnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, Device dev
   if (algo == RnnAlgo::Auto) {
     const std::string why_not_persistent =
         gemm_rnn::can_implement_persistent(desc, steps, batch, device.index);
-    s.algo = why_not_persistent.empty() ? RnnAlgo::Persistent : RnnAlgo::GemmPerStep;
-    s.reason = why_not_persistent.empty()
-                   ? "auto: persistent (W_hh fits on chip, every CTA co-resident)"
-                   : "auto: gemm_per_step, since persistent cannot run it: " + why_not_persistent;
+    const std::string why_gemm =
+        why_not_persistent.empty() ? gemm_rnn::auto_prefers_gemm_per_step(desc, batch, device.index)
+                                   : std::string();
+    s.algo =
+        why_not_persistent.empty() && why_gemm.empty() ? RnnAlgo::Persistent : RnnAlgo::GemmPerStep;
+    s.reason = !why_not_persistent.empty()
+                   ? "auto: gemm_per_step, since persistent cannot run it: " + why_not_persistent
+               : !why_gemm.empty() ? "auto: gemm_per_step, faster here than persistent: " + why_gemm
+                                   : "auto: persistent (W_hh fits on chip, every CTA co-resident)";
   }
   s.gemm = std::make_unique<gemm_rnn::GemmRnn>(desc, steps, batch, device.index,
                                                s.algo == RnnAlgo::Persistent

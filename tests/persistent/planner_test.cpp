@@ -429,6 +429,39 @@ TEST(Tiling, InputProjectionInTheKernelForShortSequences) {
   }
 }
 
+// Auto leaves the persistent kernels for the per-step GEMMs only where a pass runs on an FMA
+// kernel with B·NG·H² / SMs ≥ 0.5 M multiply-adds (tiling.h: the H200 measurements behind it).
+TEST(Tiling, AutoPrefersGemmPerStepWhereTheFmaWorkIsLarge) {
+  using persistent::auto_prefers_gemm_per_step;
+  auto why = [](int gates, std::int64_t H, std::int64_t B, DType dtype) {
+    const persistent::Tiling t = persistent::tile(gates, H, B, 132, dtype);
+    EXPECT_TRUE(t.runs()) << t.reason;
+    return t.runs() ? auto_prefers_gemm_per_step(t, H, B, 132) : std::string("does not run");
+  };
+  // fp32 LSTM H = 1024: staged FMA at B = 8 (0.25 M) persistent, at B = 16 (0.51 M) the GEMMs.
+  EXPECT_EQ(why(4, 1024, 8, DType::F32), "");
+  const std::string lstm16 = why(4, 1024, 16, DType::F32);
+  EXPECT_NE(lstm16.find("FMA staged"), std::string::npos) << lstm16;
+  EXPECT_NE(lstm16.find("0.51 M"), std::string::npos) << lstm16;
+  EXPECT_NE(why(4, 1152, 32, DType::F32), "");
+  // fp32 GRU H = 1024: B = 16 (0.38 M) persistent, B = 32 (0.76 M) the GEMMs.
+  EXPECT_EQ(why(3, 1024, 16, DType::F32), "");
+  EXPECT_NE(why(3, 1024, 32, DType::F32), "");
+  // ReLU H = 1152: the warp rows at B = 4, FMA direct at B = 16 and 32 (0.16, 0.32 M) persistent;
+  // B = 64 (0.64 M) the GEMMs.
+  EXPECT_EQ(why(1, 1152, 4, DType::F32), "");
+  EXPECT_EQ(why(1, 1152, 16, DType::F32), "");
+  EXPECT_EQ(why(1, 1152, 32, DType::F32), "");
+  EXPECT_NE(why(1, 1152, 64, DType::F32).find("FMA direct"), std::string::npos);
+  // 16-bit LSTM: both passes on tensor cores to B = 32 (persistent at any work), the backward on
+  // the FMA kernel past it.
+  EXPECT_EQ(why(4, 1024, 32, DType::BF16), "");
+  const std::string lstm64 = why(4, 1024, 64, DType::BF16);
+  EXPECT_NE(lstm64.find("backward pass"), std::string::npos) << lstm64;
+  // Small layers stay persistent at any batch the kernels take.
+  EXPECT_EQ(why(4, 32, 64, DType::F32), "");
+}
+
 // The latency model (plan.h: PassCost): per pass, step = max(chain, chunks × busy), the chain
 // the sum of its terms, busy the chain less the exchange and the direct kernels' tail; a forward
 // call adds the input GEMM, a training step the backward data and its three GEMMs.

@@ -799,7 +799,17 @@ TEST(RnnGpuChoice, AutoPicksPersistentAndSaysWhy) {
     Rnn r(d, 5, 2, Device::cuda(0));
     EXPECT_EQ(r.algo(), RnnAlgo::Persistent) << r.reason();
   }
+  // fp32 LSTM H = 1024 at B = 32: the persistent kernels can run it, but Auto takes the per-step
+  // GEMMs, which train it faster there (persistent::auto_prefers_gemm_per_step).
   d.cell = Cell::LSTM;
+  d.hidden_size = 1024;
+  EXPECT_EQ(Rnn::can_implement(d, 5, 32, Device::cuda(0), RnnAlgo::Persistent), "");
+  {
+    Rnn r(d, 5, 32, Device::cuda(0));
+    EXPECT_EQ(r.algo(), RnnAlgo::GemmPerStep) << r.reason();
+    EXPECT_NE(r.reason().find("faster here than persistent"), std::string::npos) << r.reason();
+    EXPECT_EQ(Rnn(d, 5, 32, Device::cuda(0), RnnAlgo::Persistent).algo(), RnnAlgo::Persistent);
+  }
   d.hidden_size = 1200;  // beyond 9 units on each of 132 SMs: more than the registers hold
   const std::string lstm_why = Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent);
   EXPECT_NE(lstm_why.find("H=1200"), std::string::npos) << lstm_why;
