@@ -433,7 +433,7 @@ void run_rnn_bench(const RnnBenchOptions& o, const BenchSink& sink) {
         c.dtype == DType::F32 ? o.maths : std::vector<GemmMath>{GemmMath::Tf32};
     for (GemmMath math : maths) {
       const std::string suffix = c.dtype == DType::F32 && math == GemmMath::Tf32 ? "-tf32" : "";
-      desc.gemm_math = c.dtype == DType::F32 ? math : GemmMath::Fp32;
+      desc.gemm_math = math;               // 16-bit layers take TF32 GEMMs whatever it says
       std::optional<PrnnTensors> tensors;  // shared by the prnn algorithms of this case
       for (RnnAlgo algo : {RnnAlgo::Persistent, RnnAlgo::GemmPerStep}) {
         const std::string impl = std::string("prnn-") + to_string(algo);

@@ -71,6 +71,15 @@ std::uint64_t parse_knob(const char* name, const std::string& text, const std::s
   return v;
 }
 
+// The persistent kernels' tiling of a layer of `desc` at `batch` on `device` under `knobs`: the
+// one call behind the check, Auto's choice and the layer itself.
+persistent::Tiling layer_tiling(const RnnDesc& desc, std::int64_t batch, int device,
+                                const PersistentKnobs& knobs) {
+  return persistent::tile(gate_count(desc.cell), desc.hidden_size, batch,
+                          device_info(device).sm_count, desc.weight_dtype, knobs.tensor_cores,
+                          knobs.warp_rows);
+}
+
 }  // namespace
 
 PersistentKnobs PersistentKnobs::from_environment() {
@@ -111,11 +120,8 @@ std::string can_implement_persistent(const RnnDesc& desc, std::int64_t steps, st
   if (std::string why = can_implement(desc, steps, batch); !why.empty()) return why;
   if (steps > INT32_MAX)
     return fmt::format("the persistent kernels take steps < 2^31, got {}", steps);
-  const DeviceInfo info = device_info(device);
-  const PersistentKnobs knobs = PersistentKnobs::from_environment();
   const persistent::Tiling t =
-      persistent::tile(gate_count(desc.cell), desc.hidden_size, batch, info.sm_count,
-                       desc.weight_dtype, knobs.tensor_cores, knobs.warp_rows);
+      layer_tiling(desc, batch, device, PersistentKnobs::from_environment());
   if (!t.runs()) return t.reason;
   for (persistent::Pass pass : {persistent::Pass::Forward, persistent::Pass::BackwardData})
     if (std::string why = persistent::prepare(pass, t, activation_of(desc.cell), device);
@@ -125,13 +131,11 @@ std::string can_implement_persistent(const RnnDesc& desc, std::int64_t steps, st
 }
 
 std::string auto_prefers_gemm_per_step(const RnnDesc& desc, std::int64_t batch, int device) {
-  const DeviceInfo info = device_info(device);
-  const PersistentKnobs knobs = PersistentKnobs::from_environment();
   const persistent::Tiling t =
-      persistent::tile(gate_count(desc.cell), desc.hidden_size, batch, info.sm_count,
-                       desc.weight_dtype, knobs.tensor_cores, knobs.warp_rows);
+      layer_tiling(desc, batch, device, PersistentKnobs::from_environment());
   PRNN_ASSERT(t.runs());  // can_implement_persistent said so
-  return persistent::auto_prefers_gemm_per_step(t, desc.hidden_size, batch, info.sm_count);
+  return persistent::auto_prefers_gemm_per_step(t, desc.hidden_size, batch,
+                                                device_info(device).sm_count);
 }
 
 // ---- CachedGraph ---------------------------------------------------------------------------
@@ -234,8 +238,7 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
 
   if (recurrence_ == Recurrence::Persistent) {
     knobs_ = PersistentKnobs::from_environment();
-    tiling_ = persistent::tile(gate_count(desc.cell), H_, B_, device_info(device).sm_count,
-                               desc.weight_dtype, knobs_.tensor_cores, knobs_.warp_rows);
+    tiling_ = layer_tiling(desc, B_, device, knobs_);
     PRNN_ASSERT(tiling_.runs());  // can_implement_persistent said so
     if (knobs_.finish_barrier >= 0) tiling_.finish_barrier = knobs_.finish_barrier != 0;
     for (std::int64_t l = 0; l < L_; ++l)

@@ -270,12 +270,12 @@ PassKernel pass_kernel(const Tiling& t, bool forward) {
 std::string auto_prefers_gemm_per_step(const Tiling& t, std::int64_t hidden, std::int64_t batch,
                                        int sm_count) {
   PRNN_ASSERT(t.runs() && sm_count > 0);
+  const double work = static_cast<double>(batch) * t.gates * static_cast<double>(hidden) *
+                      static_cast<double>(hidden) / sm_count;
+  if (work < kAutoGemmPerStepMinWorkPerSm) return {};
   for (const bool forward : {true, false}) {
     const PassKernel k = pass_kernel(t, forward);
     if (k != PassKernel::FmaStaged && k != PassKernel::FmaDirect) continue;
-    const double work = static_cast<double>(batch) * t.gates * static_cast<double>(hidden) *
-                        static_cast<double>(hidden) / sm_count;
-    if (work < kAutoGemmPerStepMinWorkPerSm) return {};
     return fmt::format(
         "the {} pass would run on the {} kernel with B·NG·H² = {:.2f} M multiply-adds per SM and "
         "step, at or past {:.2f} M, where the per-step GEMMs train faster (measured on an H200)",

@@ -216,17 +216,17 @@ Rnn::Rnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, Device dev
   s.algo = algo;
   s.reason = "requested";
   if (algo == RnnAlgo::Auto) {
-    const std::string why_not_persistent =
-        gemm_rnn::can_implement_persistent(desc, steps, batch, device.index);
-    const std::string why_gemm =
-        why_not_persistent.empty() ? gemm_rnn::auto_prefers_gemm_per_step(desc, batch, device.index)
-                                   : std::string();
-    s.algo =
-        why_not_persistent.empty() && why_gemm.empty() ? RnnAlgo::Persistent : RnnAlgo::GemmPerStep;
-    s.reason = !why_not_persistent.empty()
-                   ? "auto: gemm_per_step, since persistent cannot run it: " + why_not_persistent
-               : !why_gemm.empty() ? "auto: gemm_per_step, faster here than persistent: " + why_gemm
-                                   : "auto: persistent (W_hh fits on chip, every CTA co-resident)";
+    s.algo = RnnAlgo::GemmPerStep;
+    if (std::string why = gemm_rnn::can_implement_persistent(desc, steps, batch, device.index);
+        !why.empty()) {
+      s.reason = "auto: gemm_per_step, since persistent cannot run it: " + why;
+    } else if (why = gemm_rnn::auto_prefers_gemm_per_step(desc, batch, device.index);
+               !why.empty()) {
+      s.reason = "auto: gemm_per_step, faster here than persistent: " + why;
+    } else {
+      s.algo = RnnAlgo::Persistent;
+      s.reason = "auto: persistent (W_hh fits on chip, every CTA co-resident)";
+    }
   }
   s.gemm = std::make_unique<gemm_rnn::GemmRnn>(desc, steps, batch, device.index,
                                                s.algo == RnnAlgo::Persistent
