@@ -30,6 +30,7 @@
 //           step s-1, which its producers published only after reading all of step s-2.
 // Limits:   B·NG·H < 2^31, T < 2^31; every wait bounded by timeout_ns (then kStatusTimeout,
 //           exit).
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
@@ -530,11 +531,12 @@ LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation
                             std::to_string(tiling.warp_rows));
       const int index =
           (tiling.warp_rows * kActivationCount + static_cast<int>(act)) * 2 + (projects ? 1 : 0);
-      return {pick<WarpRowsKernel, kWarpRowsShapeCount * kActivationCount * 2>(index, lengths,
-                                                                              pass),
-              tiling.warp_rows_ctas, tiling.warp_rows_threads,
-              warp_rows_smem_bytes(kWarpRowsShapes[tiling.warp_rows], tiling.warp_rows_groups),
-              tiling.warp_rows_records};
+      return {
+          pick<WarpRowsKernel, kWarpRowsShapeCount * kActivationCount * 2>(index, lengths, pass),
+          tiling.warp_rows_ctas, tiling.warp_rows_threads,
+          std::max(warp_rows_smem_bytes(kWarpRowsShapes[tiling.warp_rows], tiling.warp_rows_groups),
+                   warp_rows_weight_smem_bytes(tiling.warp_rows_records, tiling.records)),
+          tiling.warp_rows_records};
     }
     case PassKernel::TensorCores: {
       if (tiling.tensor_core >= kTensorCoreShapeCount)

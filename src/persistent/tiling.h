@@ -216,6 +216,13 @@ constexpr std::size_t warp_rows_smem_bytes(const WarpRowsShape& s, int groups) {
   return std::size_t{2} * static_cast<std::size_t>(groups) *
          static_cast<std::size_t>(s.batch_per_warp * s.records_per_lane) * 32 * 16;
 }
+// The vanilla warp-rows kernel stages its weights through shared memory (kernel_common.cuh,
+// stage_weights) before the records use that memory (the kernel takes the larger of the two): the
+// CTA's 3·W units over all H ≤ 3·records columns, fp32.
+constexpr std::size_t warp_rows_weight_smem_bytes(int records_per_cta, std::int64_t records) {
+  return static_cast<std::size_t>(3 * records_per_cta) *
+         static_cast<std::size_t>((3 * records + 3) / 4 * 4) * sizeof(float);
+}
 // With the input projection in the kernel (forward, rnn_kernels.h), after the records: the CTA's
 // W records' 3 rows of W_ih and two steps of its G batch groups' rows of x, each as
 // [..][ceil(I / 128)][32] float4 (I = 1152, W = 3, G = 4, BB = 1: 41.5 + 36.9 KiB).

@@ -40,9 +40,10 @@
 //           (bench/persistent/NOTES.md, "The input projection in the kernel"). Lane l takes the
 //           columns 4·(l + 32j) .. + 3 (I % 4 == 0, x 16-byte aligned: the host's condition).
 //           The sum's order is fixed: projection terms, then W_hh's.
-// On chip:  the weights in registers; shared memory [2 (step parity)][G][BB][kRec][32] records
-//           (warp_rows_smem_bytes in tiling.h), then, projecting, [W][3][nch][32] float4 of W_ih
-//           and [2 (step parity)][G][BB][nch][32] float4 of x, nch = ceil(I / 128)
+// On chip:  the weights in registers (staged through shared memory first, but for kInput:
+//           stage_weights in kernel_common.cuh); shared memory [2 (step parity)][G][BB][kRec][32]
+//           records (warp_rows_smem_bytes in tiling.h), then, projecting, [W][3][nch][32] float4 of
+//           W_ih and [2 (step parity)][G][BB][nch][32] float4 of x, nch = ceil(I / 128)
 //           (warp_rows_input_smem_bytes).
 // Sync:     none besides the tagged records. Two buffers suffice: a warp publishes its record of
 //           step s for batch element b only after reading all of b's records of step s−1, whose
@@ -75,22 +76,26 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
   const int row0 = rec_k * kR3, bg = warp / W, part = warp % W;
 
   // The weights: w[r][3j + c] is row row0 + r, column 3·(lane + 32j) + c of W_hh (forward) or
-  // of W_hhᵀ (backward); zeros outside.
+  // of W_hhᵀ (backward); zeros outside. Staged through the shared memory the records use later,
+  // except where the kernel projects its input (T ≤ 4): there each lane loads its own, all in
+  // flight, while the staging waits twice for the CTA (+1.0–2.6 µs per call at T = 1, H = 1152,
+  // B = 1..8; bench/persistent/NOTES.md, "The backward's weights").
   float w[kR3][kR3 * kRec];
+  if constexpr (kInput) {
 #pragma unroll
-  for (int j = 0; j < kRec; ++j)
+    for (int j = 0; j < kRec; ++j)
 #pragma unroll
-    for (int c = 0; c < kR3; ++c) {
-      const int col = kR3 * (lane + 32 * j) + c;
+      for (int c = 0; c < kR3; ++c)
 #pragma unroll
-      for (int r = 0; r < kR3; ++r) {
-        const int row = row0 + r;
-        const bool in = col < H && row < H;
-        const std::int64_t at = kFwd ? static_cast<std::int64_t>(row) * H + col
-                                     : static_cast<std::int64_t>(col) * H + row;
-        w[r][kR3 * j + c] = in ? p.w[at] : 0.0f;
-      }
-    }
+        for (int r = 0; r < kR3; ++r) {
+          const int col = kR3 * (lane + 32 * j) + c, row = row0 + r;
+          w[r][kR3 * j + c] =
+              col < H && row < H ? p.w[static_cast<std::int64_t>(row) * H + col] : 0.0f;
+        }
+  } else {
+    stage_weights<!kFwd, kRec>(p, reinterpret_cast<float*>(s_share),
+                               static_cast<int>(blockIdx.x) * W * kR3, W * kR3, part, lane, w);
+  }
   // The input projection's W_ih rows: entry ((w·3 + r)·nch + j)·32 + l is row 3·(c·W + w) + r,
   // columns 4·(l + 32j) .. + 3 (zeros outside); filled by the whole CTA once.
   constexpr bool project = kInput;  // p.x set (the host's launch picks this instantiation)

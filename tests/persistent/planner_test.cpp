@@ -101,6 +101,20 @@ TEST(Planner, WarpRowsBatchGroups) {
   EXPECT_EQ(persistent::tile(1, 1153, 4, 132, DType::F32).warp_rows, -1);
 }
 
+// The vanilla warp-rows kernel stages its CTA's weights through shared memory: 3·W units over
+// H ≤ 3·records columns rounded up to 4, fp32 (the kernel's dynamic shared memory is the larger
+// of this and the records').
+TEST(Planner, WarpRowsWeightStaging) {
+  EXPECT_EQ(persistent::warp_rows_weight_smem_bytes(3, 384), 3u * 3 * 1152 * 4);  // H = 1152
+  EXPECT_EQ(persistent::warp_rows_weight_smem_bytes(3, 334), 3u * 3 * 1004 * 4);  // H = 1000
+  EXPECT_EQ(persistent::warp_rows_weight_smem_bytes(1, 1), 3u * 4 * 4);           // H = 1
+  const persistent::Tiling t = persistent::tile(1, 1152, 1, 132, DType::F32);
+  ASSERT_GE(t.warp_rows, 0) << t.reason;
+  EXPECT_GT(persistent::warp_rows_weight_smem_bytes(t.warp_rows_records, t.records),
+            persistent::warp_rows_smem_bytes(persistent::kWarpRowsShapes[t.warp_rows],
+                                             t.warp_rows_groups));  // B = 1: the weights decide
+}
+
 // The FMA kernel's barrier after the finishers, where it was measured faster (tiling.h): a step
 // of one chunk (B = 1), two chunks of 36 sums (H = 1152 B = 8: 9 rows x 4; H = 2048 B = 4: 18 x
 // 2); not two chunks of 9 or 18 sums (H = 1152 B = 2, 4; H = 2048 B = 2), nor four chunks
