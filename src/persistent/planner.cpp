@@ -333,8 +333,13 @@ constexpr double kDirectTailCycles = 1800;
 // one chain per step. Fitted by hand, with kWarpRowsL2BytesPerSmPerCycle below, to ReLU f32
 // H=1152 B = 1..8 (rnn_targets_fea623f.csv: forward 1.30 / 1.50 / 1.74 / 1.85 at B = 1..4,
 // 2.39–2.87 at B = 5..8; forward + backward 2.87 / 3.45 / 4.10 / 4.49, 5.56–7.00 µs/step): the
-// model is 0.95–1.07× the forward and 1.00–1.11× forward + backward there.
-constexpr double kWarpRowsFixedCycles = 1100;
+// model was 0.95–1.07× the forward and 1.00–1.11× forward + backward there, at 1100 cycles. The
+// weights staged through shared memory (92d2305) took every pass 0.1–0.15 µs/step faster
+// (h200/staged_weights/rnn_targets.csv: forward 1.16 / 1.35 / 1.66 / 1.75 at B = 1..4, 2.32–2.78
+// at B = 5..8, 3.39–3.86 at B = 9..12; forward + backward 2.61 / 3.17 / 3.92 / 4.22, 5.40–6.79,
+// 8.01–9.24): at 850 cycles the model is 0.89–1.06× the forward and 1.00–1.11× forward +
+// backward over B = 1..12.
+constexpr double kWarpRowsFixedCycles = 850;
 // The gated warp-rows forward (gated_warp_rows_kernel.cuh): the vanilla chain plus a second
 // barrier, the gate warps' sums through shared memory and the gated cell's math. Fitted by hand
 // to its LSTM and GRU steps at H = 1024, 1152, B = 1, 2, 4 (ab/gwr1_*: LSTM f32 H=1024 2.10 /
