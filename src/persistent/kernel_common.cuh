@@ -43,61 +43,6 @@ __device__ __forceinline__ bool tagged(const float4& r, unsigned tag) {
   return __float_as_uint(r.w) == tag;
 }
 
-// The vanilla warp-rows kernel's weights: the CTA's block of W_hh staged through shared memory
-// `s` (tiling.h: warp_rows_weight_smem_bytes) with asynchronous copies, so that every load from
-// global memory is coalesced and all of a thread's are in flight at once; then each warp fills
-// its registers from there: w[r][3j + c] for column col = 3·(lane + 32j) + c and unit
-// unit0 + 3·ur + r: W_hh[unit][col] (forward) or, kT, W_hh[col][unit] (W_hhᵀ, the backward
-// data). Zeros outside. The CTA holds units [unit0, unit0 + U). Forward: s[u·Hp + col] (Hp = H
-// rounded up to 4; 16-byte copies where H % 4 == 0 and W_hh is 16-byte aligned); backward: s[col·U
-// + u] (a row's U units contiguous). Loaded straight from global memory, a warp's transposed
-// weights took one L1 wavefront per lane and load (32 scattered rows), and the backward's launch
-// took about 19 µs more than the forward's (ReLU H = 1152, B = 4, H100: bench/persistent/NOTES.md,
-// "The backward's weights"). Every thread of the CTA calls it; it syncs the CTA twice.
-template <bool kT, int kRec>
-__device__ __forceinline__ void stage_weights(const Params& p, float* s, int unit0, int U, int ur,
-                                              int lane, float (&w)[kR3][kR3 * kRec]) {
-  const int H = p.hidden, Hp = (H + 3) & ~3;
-  auto copy = [](float* to, const float* from, int bytes, int valid) {
-    const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(to));
-    if (bytes == 16)
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(at), "l"(from), "r"(valid)
-                   : "memory");
-    else
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(at), "l"(from), "r"(valid)
-                   : "memory");
-  };
-  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  if (!kT && H % 4 == 0 && reinterpret_cast<std::uintptr_t>(p.w) % 16 == 0) {
-    for (int e = tid; e < U * Hp / 4; e += nt) {  // 4 columns of row unit0 + u each
-      const int u = e / (Hp / 4), col = 4 * (e % (Hp / 4)), unit = unit0 + u;
-      const bool in = unit < H;
-      copy(s + 4 * e, in ? p.w + static_cast<std::int64_t>(unit) * H + col : p.w, 16, in ? 16 : 0);
-    }
-  } else {
-    for (int e = tid; e < U * Hp; e += nt) {
-      const int u = kT ? e % U : e / Hp, col = kT ? e / U : e % Hp, unit = unit0 + u;
-      const bool in = unit < H && col < H;
-      const float* from = !in  ? p.w
-                          : kT ? p.w + static_cast<std::int64_t>(col) * H + unit
-                               : p.w + static_cast<std::int64_t>(unit) * H + col;
-      copy(s + e, from, 4, in ? 4 : 0);
-    }
-  }
-  asm volatile("cp.async.wait_all;" ::: "memory");
-  __syncthreads();
-#pragma unroll
-  for (int j = 0; j < kRec; ++j)
-#pragma unroll
-    for (int c = 0; c < kR3; ++c)
-#pragma unroll
-      for (int r = 0; r < kR3; ++r) {
-        const int col = kR3 * (lane + 32 * j) + c, u = kR3 * ur + r;
-        w[r][kR3 * j + c] = col >= H ? 0.0f : kT ? s[col * U + u] : s[u * Hp + col];
-      }
-  __syncthreads();
-}
-
 // Two weights as 16-bit values in one register (lo in the low half) and back to fp32. The
 // weights come from 16-bit tensors, so the round trip is exact.
 template <DType WS>

@@ -216,7 +216,7 @@ constexpr std::size_t warp_rows_smem_bytes(const WarpRowsShape& s, int groups) {
   return std::size_t{2} * static_cast<std::size_t>(groups) *
          static_cast<std::size_t>(s.batch_per_warp * s.records_per_lane) * 32 * 16;
 }
-// The vanilla warp-rows kernel stages its weights through shared memory (kernel_common.cuh,
+// The vanilla warp-rows kernel stages its weights through shared memory (warp_rows_kernel.cuh,
 // stage_weights) before the records use that memory (the kernel takes the larger of the two): the
 // CTA's 3·W units over all H ≤ 3·records columns, fp32.
 constexpr std::size_t warp_rows_weight_smem_bytes(int records_per_cta, std::int64_t records) {
