@@ -102,6 +102,7 @@ PersistentKnobs PersistentKnobs::from_environment() {
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_WARP_ROWS")) k.warp_rows = *on;
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_INPUT_PROJECTION"))
     k.input_projection = *on ? 1 : 0;
+  k.skinny_gemm = skinny_choice_from_environment();
   if (const char* t = std::getenv("PRNN_PERSISTENT_STALL"); t != nullptr && *t != '\0') {
     const std::string text = t, what = "<cta>:<step>:<milliseconds>";
     const std::size_t a = text.find(':'), b = a == std::string::npos ? a : text.find(':', a + 1);
@@ -324,8 +325,8 @@ void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
                          fused_input_[static_cast<std::size_t>(l)] &&
                          reinterpret_cast<std::uintptr_t>(in) % 16 == 0;
       if (!fused)
-        gemm(h, false, true, T_ * B_, GH_, I, in, I, a.params + o.w_ih, I, 0.0f, P, GH_,
-             all_steps_math(desc_));
+        rows_gemm(h, knobs_.skinny_gemm, true, T_ * B_, GH_, I, in, I, a.params + o.w_ih, I,
+                        0.0f, P, GH_, all_steps_math(desc_));
       // The gated cells' initial state the backward needs: LSTM c0, GRU h0 (zeros if absent).
       const float* user_init = lstm_ ? a.c0 : gru_ ? a.h0 : nullptr;
       if (lstm_ || gru_) {
@@ -551,8 +552,8 @@ void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
                                           f32_bytes(BH), cudaMemcpyDeviceToDevice, s));
           beta = 1.0f;
         }
-        gemm(h, false, false, B_, H_, GH_, dQ + time_of(d, 0) * BGH, GH_, a.params + o.w_hh, H_,
-             beta, dh0, H_);
+        rows_gemm(h, knobs_.skinny_gemm, false, B_, H_, GH_, dQ + time_of(d, 0) * BGH, GH_,
+                        a.params + o.w_hh, H_, beta, dh0, H_);
       }
       if (lstm_ && a.dc0 != nullptr)
         PRNN_CUDA_CHECK(cudaMemcpyAsync(a.dc0 + (l * D_ + d) * BH, carry_.data(), f32_bytes(BH),
@@ -564,8 +565,9 @@ void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
                                       cudaMemcpyDeviceToDevice, s));
     if (din != nullptr)
       for (int d = 0; d < D_; ++d)
-        gemm(h, false, false, T_ * B_, I, GH_, dpre(l, d), GH_, a.params + offsets(l, d).w_ih, I,
-             d == 0 && !residual ? 0.0f : 1.0f, din, I, all_steps_math(desc_));
+        rows_gemm(h, knobs_.skinny_gemm, false, T_ * B_, I, GH_, dpre(l, d), GH_,
+                        a.params + offsets(l, d).w_ih, I, d == 0 && !residual ? 0.0f : 1.0f, din,
+                        I, all_steps_math(desc_));
     dout = din;
   }
 }

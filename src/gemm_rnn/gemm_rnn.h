@@ -52,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "gemm/skinny_gemm.h"
 #include "gemm_rnn/step_kernels.h"
 #include "persistent/rnn_kernels.h"
 #include "prnn/rnn.h"
@@ -147,6 +148,11 @@ enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 //   PRNN_PERSISTENT_INPUT_PROJECTION=0|1       where the warp-rows forward can compute W_ih x
 //                                              itself: unset, for T <= 4 (tiling.h); 0 never
 //                                              (the input GEMM), 1 at every T; for A/B runs
+//   PRNN_SKINNY_GEMM=0|1                       the GEMMs of few rows (the input projection and
+//                                              d(in) of a short call, dh0): unset, the skinny
+//                                              kernel up to kSkinnyAutoRows rows
+//                                              (gemm/skinny_gemm.h); 0 cuBLAS; 1 the skinny
+//                                              kernel at every size; for A/B runs and tests
 struct PersistentKnobs {
   std::uint64_t timeout_ns = 2'000'000'000ull;
   std::int32_t stall_cta = -1, stall_step = 0;
@@ -166,6 +172,9 @@ struct PersistentKnobs {
   // before the launch: -1 as persistent::wants_input_in_kernel decides by T, 0 never, 1 always
   // (PRNN_PERSISTENT_INPUT_PROJECTION, for A/B runs).
   std::int32_t input_projection = -1;
+  // Which kernel the GEMMs of few rows take (PRNN_SKINNY_GEMM). A GEMM-per-step layer keeps
+  // cuBLAS for every GEMM: it is the cuBLAS baseline.
+  SkinnyChoice skinny_gemm = SkinnyChoice::Never;
   static PersistentKnobs from_environment();
 };
 

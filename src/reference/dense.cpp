@@ -25,6 +25,29 @@ void check_pointer(const char* fn, const char* name, const void* p) {
 }  // namespace
 
 template <class T>
+void matmul(std::int64_t M, std::int64_t N, std::int64_t K, bool b_transposed, const T* A,
+            std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C, std::int64_t ldc) {
+  constexpr const char* fn = "matmul";
+  check_size(fn, "M", M);
+  check_size(fn, "N", N);
+  check_size(fn, "K", K);
+  check_pointer(fn, "A", A);
+  check_pointer(fn, "B", B);
+  check_pointer(fn, "C", C);
+  PRNN_EXPECT(lda >= K && ldb >= (b_transposed ? K : N) && ldc >= N,
+              "{}: row strides lda {}, ldb {}, ldc {} too short for M {}, N {}, K {}", fn, lda,
+              ldb, ldc, M, N, K);
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t n = 0; n < N; ++n) {
+      T sum = 0;
+      for (std::int64_t k = 0; k < K; ++k)
+        sum += A[m * lda + k] * (b_transposed ? B[n * ldb + k] : B[k * ldb + n]);
+      T& c = C[m * ldc + n];
+      c = beta == T(0) ? sum : sum + beta * c;
+    }
+}
+
+template <class T>
 void dense_forward(std::int64_t n, std::int64_t in, std::int64_t out, const T* x, const T* w,
                    const T* b, T* y) {
   constexpr const char* fn = "dense_forward";
@@ -172,6 +195,11 @@ void adam_update(const AdamConfig& cfg, std::int64_t step, std::int64_t n, T* w,
   }
 }
 
+template void matmul<float>(std::int64_t, std::int64_t, std::int64_t, bool, const float*,
+                            std::int64_t, const float*, std::int64_t, float, float*, std::int64_t);
+template void matmul<double>(std::int64_t, std::int64_t, std::int64_t, bool, const double*,
+                             std::int64_t, const double*, std::int64_t, double, double*,
+                             std::int64_t);
 template void dense_forward<float>(std::int64_t, std::int64_t, std::int64_t, const float*,
                                    const float*, const float*, float*);
 template void dense_forward<double>(std::int64_t, std::int64_t, std::int64_t, const double*,

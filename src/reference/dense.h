@@ -2,6 +2,8 @@
 // the trainers use. PyTorch semantics throughout.
 //
 //   dense:   y [N, out] = x [N, in] · Wᵀ + b,  W [out, in], b [out]
+//   matmul:  C [M, N] = A [M, K] · op(B) + beta·C, row-major with row strides lda, ldb, ldc;
+//            op(B) = Bᵀ for B [N, K] (b_transposed), else B [K, N]; beta = 0 never reads C
 //   softmax_cross_entropy: logits [N, K], labels [N] in [0, K); returns the mean over N of
 //            -log softmax(logits_n)[label_n]; dlogits = (softmax - onehot) / N (nullable)
 //   sgd:     g' = g + wd·w;  v = μ·v + g';  w -= lr·(nesterov ? g' + μ·v : v)
@@ -12,6 +14,10 @@
 #include <cstdint>
 
 namespace prnn::reference {
+
+template <class T>
+void matmul(std::int64_t M, std::int64_t N, std::int64_t K, bool b_transposed, const T* A,
+            std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C, std::int64_t ldc);
 
 template <class T>
 void dense_forward(std::int64_t n, std::int64_t in, std::int64_t out, const T* x, const T* w,

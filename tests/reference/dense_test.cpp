@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -65,6 +66,27 @@ TEST(DenseReference, ByHand) {
   for (std::size_t i = 0; i < 2; ++i) EXPECT_NEAR(dx[i], dx_want[i], 1e-12);
   for (std::size_t i = 0; i < 4; ++i) EXPECT_NEAR(dw[i], dw_want[i], 1e-12);
   for (std::size_t i = 0; i < 2; ++i) EXPECT_NEAR(db[i], db_want[i], 1e-12);
+}
+
+// A = [[1, 2, 3], [4, 5, 6]] (2 x 3, row stride 4 with a NaN pad), B = [[1, 0], [0, 1], [1, 1]]
+// (3 x 2): A·B = [[4, 5], [10, 11]]. The same B stored transposed ([2, 3]) gives the same C; with
+// beta = 2 over C = [[1, 1], [1, 1]] it is [[6, 7], [12, 13]]. beta = 0 never reads C (NaN there).
+TEST(MatmulReference, ByHand) {
+  const std::vector<double> a = {1, 2, 3, kNaN, 4, 5, 6, kNaN};
+  const std::vector<double> b = {1, 0, 0, 1, 1, 1}, bt = {1, 0, 1, 0, 1, 1};
+  const std::vector<double> want = {4, 5, 10, 11};
+  std::vector<double> c(4, kNaN);
+  reference::matmul<double>(2, 2, 3, false, a.data(), 4, b.data(), 2, 0.0, c.data(), 2);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(c[i], want[i]) << i;
+  std::fill(c.begin(), c.end(), kNaN);
+  reference::matmul<double>(2, 2, 3, true, a.data(), 4, bt.data(), 3, 0.0, c.data(), 2);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(c[i], want[i]) << i;
+  std::fill(c.begin(), c.end(), 1.0);
+  reference::matmul<double>(2, 2, 3, true, a.data(), 4, bt.data(), 3, 2.0, c.data(), 2);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(c[i], want[i] + 2.0) << i;
+  expect_invalid(
+      [&] { reference::matmul<double>(2, 2, 3, false, a.data(), 2, b.data(), 2, 0.0, c.data(), 2); },
+      {"matmul", "lda 2"});
 }
 
 struct DenseShape {

@@ -1,0 +1,149 @@
+// Skinny GEMM lab (bench/gemm/NOTES.md): the GEMMs of few rows a persistent RNN call makes,
+// through the library's dispatch (rows_gemm, src/gemm/skinny_gemm.h), timed for
+//   cublas_fp32  cuBLAS with PEDANTIC math (SkinnyChoice::Never on an fp32 handle),
+//   cublas_tf32  cuBLAS with TF32 tensor-op math,
+//   skinny       the skinny kernel (SkinnyChoice::Always).
+// Shapes: C[M, N] = A[M, K] · op(B), the input projection (B = W_ih [N, K], "bt") and d(in) /
+// dh0 (B = W [K, N], "bn") of ReLU H = 1152 and LSTM H = 1024, M = T·B rows.
+// Each time: a CUDA graph of 20 launches, replayed 7 times after one warm-up; the median per
+// launch. Inputs uniform in [-1, 1). Also prints max |skinny - cublas_fp32| / max |cublas_fp32|.
+// Usage: prnn_skinny_lab [out.csv]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cublas.h"
+#include "core/cuda_check.h"
+#include "gemm/skinny_gemm.h"
+#include "prnn/tensor.h"
+
+namespace {
+
+using prnn::CublasHandle;
+using prnn::DeviceBuffer;
+using prnn::GemmMath;
+using prnn::SkinnyChoice;
+
+float time_us(cudaStream_t stream, const std::function<void()>& enqueue) {
+  constexpr int kLaunches = 20, kReplays = 7;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  PRNN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < kLaunches; ++i) enqueue();
+  PRNN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  PRNN_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a = nullptr, b = nullptr;
+  PRNN_CUDA_CHECK(cudaEventCreate(&a));
+  PRNN_CUDA_CHECK(cudaEventCreate(&b));
+  PRNN_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up
+  std::vector<float> us;
+  for (int r = 0; r < kReplays; ++r) {
+    PRNN_CUDA_CHECK(cudaEventRecord(a, stream));
+    PRNN_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    PRNN_CUDA_CHECK(cudaEventRecord(b, stream));
+    PRNN_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0.0f;
+    PRNN_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    us.push_back(ms * 1000.0f / kLaunches);
+  }
+  std::sort(us.begin(), us.end());
+  PRNN_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  PRNN_CUDA_CHECK(cudaGraphDestroy(graph));
+  PRNN_CUDA_CHECK(cudaEventDestroy(a));
+  PRNN_CUDA_CHECK(cudaEventDestroy(b));
+  return us[us.size() / 2];
+}
+
+DeviceBuffer random_buffer(std::int64_t n, std::mt19937& gen) {
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> h(static_cast<std::size_t>(n));
+  for (float& v : h) v = d(gen);
+  DeviceBuffer b(h.size() * sizeof(float));
+  b.copy_from_host(h.data(), h.size() * sizeof(float));
+  return b;
+}
+
+std::vector<float> download(const DeviceBuffer& b) {
+  std::vector<float> h(b.bytes() / sizeof(float));
+  b.copy_to_host(h.data(), b.bytes());
+  return h;
+}
+
+struct Shape {
+  const char* what;
+  std::int64_t M, N, K;
+  bool bt;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  FILE* out = argc > 1 ? std::fopen(argv[1], "w") : stdout;
+  if (out == nullptr) return 1;
+  cudaDeviceProp prop{};
+  PRNN_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::fprintf(out, "# cmd: prnn_skinny_lab\n# gpu: %s\n", prop.name);
+  std::fprintf(out, "gpu,what,M,N,K,layout,impl,us,max_rel_diff_vs_cublas_fp32\n");
+  std::vector<Shape> shapes;
+  for (std::int64_t M : {4, 16, 32, 64, 128, 256, 1024}) {
+    shapes.push_back({"relu1152_input", M, 1152, 1152, true});
+    shapes.push_back({"relu1152_din", M, 1152, 1152, false});
+  }
+  for (std::int64_t M : {4, 16, 64, 256}) {
+    shapes.push_back({"lstm1024_input", M, 4096, 1024, true});
+    shapes.push_back({"lstm1024_din", M, 1024, 4096, false});
+  }
+  cudaStream_t stream = nullptr;
+  PRNN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CublasHandle fp32(GemmMath::Fp32, stream), tf32(GemmMath::Tf32, stream);
+  fp32.own_workspace(0);
+  tf32.own_workspace(0);
+  fp32.bind(stream);
+  tf32.bind(stream);
+  std::mt19937 gen(1234);
+  for (const Shape& s : shapes) {
+    DeviceBuffer A = random_buffer(s.M * s.K, gen), B = random_buffer(s.N * s.K, gen);
+    DeviceBuffer C(static_cast<std::size_t>(s.M * s.N) * sizeof(float));
+    const std::int64_t ldb = s.bt ? s.K : s.N;
+    auto run = [&](CublasHandle& h, SkinnyChoice choice) {
+      prnn::rows_gemm(h, choice, s.bt, s.M, s.N, s.K, A.data_as<const float>(), s.K,
+                      B.data_as<const float>(), ldb, 0.0f, C.data_as<float>(), s.N);
+    };
+    run(fp32, SkinnyChoice::Never);
+    PRNN_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<float> want = download(C);
+    run(fp32, SkinnyChoice::Always);
+    PRNN_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<float> got = download(C);
+    double diff = 0.0, scale = 0.0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
+      scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+    }
+    const struct {
+      const char* impl;
+      CublasHandle* h;
+      SkinnyChoice choice;
+    } impls[] = {{"cublas_fp32", &fp32, SkinnyChoice::Never},
+                 {"cublas_tf32", &tf32, SkinnyChoice::Never},
+                 {"skinny", &fp32, SkinnyChoice::Always}};
+    for (const auto& impl : impls) {
+      const float us = time_us(stream, [&] { run(*impl.h, impl.choice); });
+      std::fprintf(out, "%s,%s,%lld,%lld,%lld,%s,%s,%.2f,%.3g\n", prop.name, s.what,
+                   static_cast<long long>(s.M), static_cast<long long>(s.N),
+                   static_cast<long long>(s.K), s.bt ? "bt" : "bn", impl.impl, us,
+                   diff / std::max(scale, 1e-30));
+      std::fflush(out);
+    }
+  }
+  PRNN_CUDA_CHECK(cudaStreamDestroy(stream));
+  if (out != stdout) std::fclose(out);
+  return 0;
+}

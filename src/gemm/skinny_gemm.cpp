@@ -1,0 +1,115 @@
+// The skinny GEMM's checks, its split, and the dispatch of the all-steps GEMMs (contract in
+// gemm/skinny_gemm.h; the kernel in skinny_gemm.cu).
+#if PRNN_WITH_CUDA
+
+#include "gemm/skinny_gemm.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "core/check.h"
+#include "core/cublas.h"
+#include "core/cuda_check.h"
+#include "core/knob.h"
+#include "gemm/skinny_kernel.h"
+
+namespace prnn {
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+int device_attribute(cudaDeviceAttr what, int device) {
+  int v = 0;
+  PRNN_CUDA_CHECK(cudaDeviceGetAttribute(&v, what, device));
+  return v;
+}
+
+// CTAs per cluster: the most (≤ 8, at least a chunk of k each) whose clusters all fit on the
+// device at once, one CTA per tile and rank, so that the launch is a single wave; 1 when the
+// tiles alone fill the device.
+int split_of(const SkinnyGemmArgs& a, int tile_rows, int sm_count) {
+  const std::int64_t tiles = ceil_div(a.N, kSkinnyTileCols) * ceil_div(a.M, tile_rows);
+  const std::int64_t by_k = std::max<std::int64_t>(1, ceil_div(a.K, kSkinnyChunk));
+  for (std::int64_t s = std::min<std::int64_t>(kSkinnyMaxSplit, by_k); s >= 2; --s) {
+    if (tiles * s > sm_count) continue;
+    if (skinny_max_active_clusters(tile_rows, a.b_transposed, static_cast<int>(s)) >= tiles)
+      return static_cast<int>(s);
+  }
+  return 1;
+}
+
+bool aligned16(const float* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+std::string skinny_gemm_can_implement(const SkinnyGemmArgs& a, int device) {
+  const int major = device_attribute(cudaDevAttrComputeCapabilityMajor, device);
+  if (major < 9)
+    return fmt::format("the skinny GEMM needs thread-block clusters (compute capability 9.0 or "
+                       "later); device {} has {}.{}",
+                       device, major,
+                       device_attribute(cudaDevAttrComputeCapabilityMinor, device));
+  if (a.M <= 0 || a.N <= 0 || a.K <= 0 || a.M > INT32_MAX || a.N > INT32_MAX || a.K > INT32_MAX)
+    return fmt::format("M, N, K must be in [1, 2^31): got {}, {}, {}", a.M, a.N, a.K);
+  if (a.A == nullptr || a.B == nullptr || a.C == nullptr) return "A, B and C must not be null";
+  const std::int64_t b_row = a.b_transposed ? a.K : a.N;
+  if (a.lda < a.K || a.ldb < b_row || a.ldc < a.N)
+    return fmt::format("row strides too short: lda {} (needs >= K = {}), ldb {} (needs >= {}), "
+                       "ldc {} (needs >= N = {})",
+                       a.lda, a.K, a.ldb, b_row, a.ldc, a.N);
+  return {};
+}
+
+void skinny_gemm(const SkinnyGemmArgs& a, cudaStream_t stream) {
+  int device = 0;
+  PRNN_CUDA_CHECK(cudaGetDevice(&device));
+  const std::string why = skinny_gemm_can_implement(a, device);
+  PRNN_EXPECT(why.empty(), "skinny_gemm: {}", why);
+  const int tile_rows = skinny_tile_rows(a.M);
+  const int split =
+      split_of(a, tile_rows, device_attribute(cudaDevAttrMultiProcessorCount, device));
+  SkinnyParams p;
+  p.A = a.A;
+  p.B = a.B;
+  p.C = a.C;
+  p.lda = a.lda;
+  p.ldb = a.ldb;
+  p.ldc = a.ldc;
+  p.M = static_cast<std::int32_t>(a.M);
+  p.N = static_cast<std::int32_t>(a.N);
+  p.K = static_cast<std::int32_t>(a.K);
+  p.k_slice = static_cast<std::int32_t>(ceil_div(ceil_div(a.K, split), 4) * 4);
+  p.beta = a.beta;
+  p.vector_copies = aligned16(a.A) && aligned16(a.B) && a.lda % 4 == 0 && a.ldb % 4 == 0;
+  PRNN_CUDA_CHECK(skinny_launch(p, tile_rows, a.b_transposed, split, stream));
+}
+
+SkinnyChoice skinny_choice_from_environment() {
+  const std::optional<bool> on = switch_knob("PRNN_SKINNY_GEMM");
+  if (!on.has_value()) return SkinnyChoice::Auto;
+  return *on ? SkinnyChoice::Always : SkinnyChoice::Never;
+}
+
+void rows_gemm(CublasHandle& h, SkinnyChoice choice, bool b_transposed, std::int64_t M,
+               std::int64_t N, std::int64_t K, const float* A, std::int64_t lda, const float* B,
+               std::int64_t ldb, float beta, float* C, std::int64_t ldc,
+               std::optional<GemmMath> math) {
+  const bool wanted = choice == SkinnyChoice::Always ||
+                      (choice == SkinnyChoice::Auto && M <= kSkinnyAutoRows);
+  if (wanted) {
+    int device = 0;
+    PRNN_CUDA_CHECK(cudaGetDevice(&device));
+    const SkinnyGemmArgs a{M, N, K, b_transposed, A, lda, B, ldb, beta, C, ldc};
+    if (skinny_gemm_can_implement(a, device).empty()) {
+      cudaStream_t stream = nullptr;
+      PRNN_CUBLAS_CHECK(cublasGetStream(h.get(), &stream));
+      skinny_gemm(a, stream);
+      return;
+    }
+  }
+  gemm(h, false, b_transposed, M, N, K, A, lda, B, ldb, beta, C, ldc, math);
+}
+
+}  // namespace prnn
+
+#endif  // PRNN_WITH_CUDA

@@ -1,0 +1,295 @@
+// Skinny fp32 GEMM: C[M, N] = A[M, K] · op(B) + beta·C for few rows (contract in skinny_gemm.h).
+// Tiles:    CTA (r, n, m) of grid (S, ceil(N / 64), ceil(M / BM)) computes the partial tile
+//           C[m·BM, +BM) × [n·64, +64) over k in [r·k_slice, (r + 1)·k_slice); BM = 16 or 64.
+//           256 threads as 16 × 16: thread (ty, tx) owns rows ty + 16·i (i < BM / 16) and
+//           columns tx + 16·j (B [N, K]) or 4·tx + j (B [K, N]), j < 4.
+// Pipeline: the slice in chunks of 32 k, kStages chunks in flight by cp.async (zero-filled past
+//           M, N and the slice). A and B [N, K] tiles are k-contiguous, [rows][32 + 4] floats,
+//           read as float4 along k (4 k of 4 rows: 16 values a load); B [K, N] tiles are
+//           n-contiguous, [32][64], read as float4 along n.
+// Reduce:   the S CTAs of a cluster (S = gridDim.x) leave their partial tiles in their own
+//           shared memory; after a cluster barrier CTA r adds, for its share of the tile's
+//           elements, the S partials in rank order 0..S-1 through distributed shared memory and
+//           writes C (plus beta·C when beta != 0); a second cluster barrier keeps every partial
+//           alive until it has been read. No atomics, no workspace: the same bits every run.
+// Limits:   sm_90 or later (clusters; the sm_80 build traps); M, N, K < 2^31; k_slice % 4 == 0.
+#include "gemm/skinny_kernel.h"
+
+#include <cooperative_groups.h>
+
+namespace prnn {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kThreads = 256;
+constexpr int kSide = 16;  // threads per side of the 16 × 16 thread grid
+constexpr int kCols = kSkinnyTileCols;
+constexpr int kChunk = kSkinnyChunk;
+constexpr int kRowStride = kChunk + 4;      // k-contiguous tiles: 144 B rows, no bank conflicts
+constexpr int kPartialStride = kCols + 16;  // partial tile rows
+constexpr int kStages = 7;
+
+template <int BM, bool kBT>
+struct Tiles {
+  static constexpr int kRowsPerThread = BM / kSide;
+  static constexpr int kA = BM * kRowStride;                                   // floats
+  static constexpr int kB = kBT ? kCols * kRowStride : kChunk * kCols;         // floats
+  static constexpr int kStage = kA + kB;
+  static constexpr int kPartial = BM * kPartialStride;
+  static constexpr int kFloats = kStages * kStage > kPartial ? kStages * kStage : kPartial;
+  static constexpr std::size_t kBytes = static_cast<std::size_t>(kFloats) * sizeof(float);
+};
+
+__device__ __forceinline__ void copy16(float* dst, const float* src, int bytes) {
+  const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(at), "l"(src), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void copy4(float* dst, const float* src, int bytes) {
+  const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(at), "l"(src), "r"(bytes)
+               : "memory");
+}
+
+// Bytes of a 16-byte copy that lie before `end` (0..16) starting at `at`.
+__device__ __forceinline__ int bytes_before(int at, int end) {
+  const int n = end - at;
+  return n <= 0 ? 0 : n >= 4 ? 16 : 4 * n;
+}
+
+// A k-contiguous tile [rows][kRowStride] of a row-major [R, K] matrix: rows r0.., k0 .. k0 + 32
+// (zeros at rows ≥ R and k ≥ k_end).
+template <int kRows>
+__device__ __forceinline__ void copy_k_rows(float* s, const float* g, std::int64_t ld, int r0,
+                                            int R, int k0, int k_end, bool vec) {
+  if (vec) {
+    constexpr int kQuads = kChunk / 4;
+    for (int i = threadIdx.x; i < kRows * kQuads; i += kThreads) {
+      const int row = i / kQuads, k = k0 + 4 * (i % kQuads);
+      const int bytes = r0 + row < R ? bytes_before(k, k_end) : 0;
+      copy16(s + row * kRowStride + 4 * (i % kQuads),
+             bytes > 0 ? g + (r0 + row) * ld + k : g, bytes);
+    }
+  } else {
+    for (int i = threadIdx.x; i < kRows * kChunk; i += kThreads) {
+      const int row = i / kChunk, k = k0 + i % kChunk;
+      const bool in = r0 + row < R && k < k_end;
+      copy4(s + row * kRowStride + i % kChunk, in ? g + (r0 + row) * ld + k : g, in ? 4 : 0);
+    }
+  }
+}
+
+// An n-contiguous tile [32][64] of a row-major [K, N] matrix: k0 .. k0 + 32, columns n0 .. +64.
+__device__ __forceinline__ void copy_n_rows(float* s, const float* g, std::int64_t ld, int n0,
+                                            int N, int k0, int k_end, bool vec) {
+  if (vec) {
+    constexpr int kQuads = kCols / 4;
+    for (int i = threadIdx.x; i < kChunk * kQuads; i += kThreads) {
+      const int kr = i / kQuads, n = n0 + 4 * (i % kQuads);
+      const int bytes = k0 + kr < k_end ? bytes_before(n, N) : 0;
+      copy16(s + kr * kCols + 4 * (i % kQuads), bytes > 0 ? g + (k0 + kr) * ld + n : g, bytes);
+    }
+  } else {
+    for (int i = threadIdx.x; i < kChunk * kCols; i += kThreads) {
+      const int kr = i / kCols, n = n0 + i % kCols;
+      const bool in = k0 + kr < k_end && n < N;
+      copy4(s + kr * kCols + i % kCols, in ? g + (k0 + kr) * ld + n : g, in ? 4 : 0);
+    }
+  }
+}
+
+// The cluster's barrier and a peer's copy of `p` (sm_90 on; the sm_80 build traps: the host
+// launches the kernel on sm_90 and later only).
+__device__ __forceinline__ void cluster_barrier() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cg::this_cluster().sync();
+#else
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ const float* peer(const float* p, int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return cg::this_cluster().map_shared_rank(p, static_cast<unsigned>(rank));
+#else
+  __trap();
+  return p + rank;
+#endif
+}
+
+template <int BM, bool kBT>
+__global__ void __launch_bounds__(kThreads, 1) skinny_gemm_kernel(const SkinnyParams p) {
+  using T = Tiles<BM, kBT>;
+  constexpr int kTM = T::kRowsPerThread;
+  extern __shared__ __align__(16) float smem[];
+  const int rank = static_cast<int>(blockIdx.x), split = static_cast<int>(gridDim.x);
+  const int n0 = static_cast<int>(blockIdx.y) * kCols, m0 = static_cast<int>(blockIdx.z) * BM;
+  const int k_begin = min(p.K, rank * p.k_slice), k_end = min(p.K, k_begin + p.k_slice);
+  const int chunks = (k_end - k_begin + kChunk - 1) / kChunk;
+  const int ty = static_cast<int>(threadIdx.x) / kSide, tx = static_cast<int>(threadIdx.x) % kSide;
+
+  auto issue = [&](int c) {  // chunk c into stage c % kStages, one commit group (maybe empty)
+    if (c < chunks) {
+      float* sA = smem + (c % kStages) * T::kStage;
+      float* sB = sA + T::kA;
+      const int k0 = k_begin + c * kChunk;
+      copy_k_rows<BM>(sA, p.A, p.lda, m0, p.M, k0, k_end, p.vector_copies);
+      if constexpr (kBT)
+        copy_k_rows<kCols>(sB, p.B, p.ldb, n0, p.N, k0, k_end, p.vector_copies);
+      else
+        copy_n_rows(sB, p.B, p.ldb, n0, p.N, k0, k_end, p.vector_copies);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+
+  float acc[kTM][4] = {};
+  for (int c = 0; c < kStages - 1; ++c) issue(c);
+  for (int c = 0; c < chunks; ++c) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 2) : "memory");  // chunk c landed
+    __syncthreads();  // ... for every thread; and stage (c - 1) % kStages is free again
+    issue(c + kStages - 1);
+    const float* sA = smem + (c % kStages) * T::kStage;
+    const float* sB = sA + T::kA;
+#pragma unroll
+    for (int kk = 0; kk < kChunk; kk += 4) {
+      float4 a[kTM], b[4];
+#pragma unroll
+      for (int i = 0; i < kTM; ++i)
+        a[i] = *reinterpret_cast<const float4*>(sA + (ty + kSide * i) * kRowStride + kk);
+      if constexpr (kBT) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          b[j] = *reinterpret_cast<const float4*>(sB + (tx + kSide * j) * kRowStride + kk);
+#pragma unroll
+        for (int i = 0; i < kTM; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            acc[i][j] = fmaf(a[i].x, b[j].x, acc[i][j]);
+            acc[i][j] = fmaf(a[i].y, b[j].y, acc[i][j]);
+            acc[i][j] = fmaf(a[i].z, b[j].z, acc[i][j]);
+            acc[i][j] = fmaf(a[i].w, b[j].w, acc[i][j]);
+          }
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q)  // b[q]: k = kk + q, columns 4·tx .. 4·tx + 3
+          b[q] = *reinterpret_cast<const float4*>(sB + (kk + q) * kCols + 4 * tx);
+#pragma unroll
+        for (int i = 0; i < kTM; ++i) {
+          const float ak[4] = {a[i].x, a[i].y, a[i].z, a[i].w};
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            acc[i][0] = fmaf(ak[q], b[q].x, acc[i][0]);
+            acc[i][1] = fmaf(ak[q], b[q].y, acc[i][1]);
+            acc[i][2] = fmaf(ak[q], b[q].z, acc[i][2]);
+            acc[i][3] = fmaf(ak[q], b[q].w, acc[i][3]);
+          }
+        }
+      }
+    }
+  }
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  __syncthreads();  // every stage read: the partial tile reuses the same shared memory
+
+  float* partial = smem;  // [BM][kPartialStride]
+#pragma unroll
+  for (int i = 0; i < kTM; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int n = kBT ? tx + kSide * j : 4 * tx + j;
+      partial[(ty + kSide * i) * kPartialStride + n] = acc[i][j];
+    }
+  cluster_barrier();  // every CTA's partial tile written and visible to the cluster
+
+  constexpr int kElements = BM * kCols;
+  const int share = (kElements + split - 1) / split;
+  const int e_end = min(kElements, (rank + 1) * share);
+  for (int e = rank * share + static_cast<int>(threadIdx.x); e < e_end; e += kThreads) {
+    const int m = e / kCols, n = e % kCols;
+    if (m0 + m >= p.M || n0 + n >= p.N) continue;
+    float sum = 0.0f;
+    for (int r = 0; r < split; ++r)  // rank order: deterministic
+      sum += peer(partial, r)[m * kPartialStride + n];
+    float* c = p.C + (m0 + m) * p.ldc + (n0 + n);
+    *c = p.beta == 0.0f ? sum : fmaf(p.beta, *c, sum);
+  }
+  cluster_barrier();  // no CTA leaves (its shared memory) while a peer may still read its partial
+}
+
+template <int BM, bool kBT>
+const void* kernel_of() {
+  return reinterpret_cast<const void*>(&skinny_gemm_kernel<BM, kBT>);
+}
+
+template <int BM, bool kBT>
+std::size_t bytes_of() {
+  return Tiles<BM, kBT>::kBytes;
+}
+
+// The one dispatch: (tile rows, B's layout) -> instantiation and its shared memory.
+void instantiation(int tile_rows, bool b_transposed, const void** fn, std::size_t* bytes) {
+  if (tile_rows == 16) {
+    *fn = b_transposed ? kernel_of<16, true>() : kernel_of<16, false>();
+    *bytes = b_transposed ? bytes_of<16, true>() : bytes_of<16, false>();
+  } else {
+    *fn = b_transposed ? kernel_of<64, true>() : kernel_of<64, false>();
+    *bytes = b_transposed ? bytes_of<64, true>() : bytes_of<64, false>();
+  }
+}
+
+cudaLaunchConfig_t config(int tile_rows, bool b_transposed, int split, dim3 grid,
+                          cudaStream_t stream, cudaLaunchAttribute* attr, const void** fn) {
+  std::size_t bytes = 0;
+  instantiation(tile_rows, b_transposed, fn, &bytes);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = bytes;
+  cfg.stream = stream;
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = static_cast<unsigned>(split);
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
+}  // namespace
+
+int skinny_tile_rows(std::int64_t M) { return M <= 16 ? 16 : 64; }
+
+int skinny_max_active_clusters(int tile_rows, bool b_transposed, int split) {
+  cudaLaunchAttribute attr;
+  const void* fn = nullptr;
+  cudaLaunchConfig_t cfg = config(tile_rows, b_transposed, split, dim3(split), nullptr, &attr, &fn);
+  if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(cfg.dynamicSmemBytes)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return clusters;
+}
+
+cudaError_t skinny_launch(const SkinnyParams& p, int tile_rows, bool b_transposed, int split,
+                          cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(split),
+                  static_cast<unsigned>((p.N + kCols - 1) / kCols),
+                  static_cast<unsigned>((p.M + tile_rows - 1) / tile_rows));
+  cudaLaunchAttribute attr;
+  const void* fn = nullptr;
+  cudaLaunchConfig_t cfg = config(tile_rows, b_transposed, split, grid, stream, &attr, &fn);
+  const cudaError_t set = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(cfg.dynamicSmemBytes));
+  if (set != cudaSuccess) return set;
+  void* args[] = {const_cast<SkinnyParams*>(&p)};
+  return cudaLaunchKernelExC(&cfg, fn, args);
+}
+
+}  // namespace prnn
