@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <random>
 #include <string>
@@ -22,6 +23,7 @@
 #include "core/cublas.h"
 #include "core/cuda_check.h"
 #include "gemm/skinny_gemm.h"
+#include "gemm/skinny_kernel.h"
 #include "prnn/tensor.h"
 
 namespace {
@@ -90,7 +92,18 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   PRNN_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::fprintf(out, "# cmd: prnn_skinny_lab\n# gpu: %s\n", prop.name);
-  std::fprintf(out, "gpu,what,M,N,K,layout,impl,us,max_rel_diff_vs_cublas_fp32\n");
+  // Resident clusters of each size, per instantiation (what the split is chosen from).
+  for (int rows : {8, 16, 64})
+    for (bool bt : {true, false}) {
+      std::fprintf(out, "# clusters resident, %d-row tiles, %s:", rows, bt ? "bt" : "bn");
+      for (int s = 1; s <= prnn::kSkinnyMaxSplit; ++s) {
+        int clusters = -1;
+        const cudaError_t e = prnn::skinny_max_active_clusters(rows, bt, s, &clusters);
+        std::fprintf(out, " %d:%d%s", s, clusters, e == cudaSuccess ? "" : cudaGetErrorString(e));
+      }
+      std::fprintf(out, "\n");
+    }
+  std::fprintf(out, "gpu,what,M,N,K,layout,split,ctas,impl,us,max_rel_diff_vs_cublas_fp32\n");
   std::vector<Shape> shapes;
   for (std::int64_t M : {4, 16, 32, 64, 128, 256, 1024}) {
     shapes.push_back({"relu1152_input", M, 1152, 1152, true});
@@ -134,11 +147,35 @@ int main(int argc, char** argv) {
     } impls[] = {{"cublas_fp32", &fp32, SkinnyChoice::Never},
                  {"cublas_tf32", &tf32, SkinnyChoice::Never},
                  {"skinny", &fp32, SkinnyChoice::Always}};
+    const prnn::SkinnyPlan plan = prnn::skinny_plan(
+        {s.M, s.N, s.K, s.bt, A.data_as<const float>(), s.K, B.data_as<const float>(), ldb, 0.0f,
+         C.data_as<float>(), s.N},
+        0);
+    const prnn::SkinnyGemmArgs args{s.M, s.N, s.K, s.bt, A.data_as<const float>(), s.K,
+                                    B.data_as<const float>(), ldb, 0.0f, C.data_as<float>(), s.N};
+    for (int split = 1; split <= prnn::kSkinnyMaxSplit; ++split) {  // every split, forced
+      const prnn::SkinnyPlan forced = prnn::skinny_plan(args, 0, split);
+      float us = -1.0f;
+      try {
+        us = time_us(stream, [&] { prnn::skinny_gemm(args, stream, split); });
+      } catch (const std::exception& e) {  // clusters of this size do not fit
+        std::fprintf(stderr, "split %d: %s\n", split, e.what());
+        cudaGraph_t g = nullptr;
+        if (cudaStreamEndCapture(stream, &g) == cudaSuccess && g != nullptr)
+          (void)cudaGraphDestroy(g);
+        (void)cudaGetLastError();
+      }
+      std::fprintf(out, "%s,%s,%lld,%lld,%lld,%s,%d,%lld,skinny_split,%.2f,\n", prop.name, s.what,
+                   static_cast<long long>(s.M), static_cast<long long>(s.N),
+                   static_cast<long long>(s.K), s.bt ? "bt" : "bn", split,
+                   static_cast<long long>(forced.ctas), us);
+    }
     for (const auto& impl : impls) {
       const float us = time_us(stream, [&] { run(*impl.h, impl.choice); });
-      std::fprintf(out, "%s,%s,%lld,%lld,%lld,%s,%s,%.2f,%.3g\n", prop.name, s.what,
+      std::fprintf(out, "%s,%s,%lld,%lld,%lld,%s,%d,%lld,%s,%.2f,%.3g\n", prop.name, s.what,
                    static_cast<long long>(s.M), static_cast<long long>(s.N),
-                   static_cast<long long>(s.K), s.bt ? "bt" : "bn", impl.impl, us,
+                   static_cast<long long>(s.K), s.bt ? "bt" : "bn", plan.split,
+                   static_cast<long long>(plan.ctas), impl.impl, us,
                    diff / std::max(scale, 1e-30));
       std::fflush(out);
     }

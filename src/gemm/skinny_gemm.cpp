@@ -32,8 +32,10 @@ int split_of(const SkinnyGemmArgs& a, int tile_rows, int sm_count) {
   const std::int64_t by_k = std::max<std::int64_t>(1, ceil_div(a.K, kSkinnyChunk));
   for (std::int64_t s = std::min<std::int64_t>(kSkinnyMaxSplit, by_k); s >= 2; --s) {
     if (tiles * s > sm_count) continue;
-    if (skinny_max_active_clusters(tile_rows, a.b_transposed, static_cast<int>(s)) >= tiles)
-      return static_cast<int>(s);
+    int clusters = 0;
+    PRNN_CUDA_CHECK(
+        skinny_max_active_clusters(tile_rows, a.b_transposed, static_cast<int>(s), &clusters));
+    if (clusters >= tiles) return static_cast<int>(s);
   }
   return 1;
 }
@@ -60,14 +62,26 @@ std::string skinny_gemm_can_implement(const SkinnyGemmArgs& a, int device) {
   return {};
 }
 
-void skinny_gemm(const SkinnyGemmArgs& a, cudaStream_t stream) {
-  int device = 0;
-  PRNN_CUDA_CHECK(cudaGetDevice(&device));
+SkinnyPlan skinny_plan(const SkinnyGemmArgs& a, int device, std::optional<int> split) {
   const std::string why = skinny_gemm_can_implement(a, device);
   PRNN_EXPECT(why.empty(), "skinny_gemm: {}", why);
-  const int tile_rows = skinny_tile_rows(a.M);
-  const int split =
-      split_of(a, tile_rows, device_attribute(cudaDevAttrMultiProcessorCount, device));
+  PRNN_EXPECT(!split.has_value() || (*split >= 1 && *split <= kSkinnyMaxSplit),
+              "skinny_gemm: split must be in [1, {}], got {}", kSkinnyMaxSplit, split.value_or(0));
+  SkinnyPlan plan;
+  plan.tile_rows = skinny_tile_rows(a.M);
+  plan.split = split.has_value()
+                   ? *split
+                   : split_of(a, plan.tile_rows,
+                              device_attribute(cudaDevAttrMultiProcessorCount, device));
+  plan.k_slice = ceil_div(ceil_div(a.K, plan.split), 4) * 4;
+  plan.ctas = plan.split * ceil_div(a.N, kSkinnyTileCols) * ceil_div(a.M, plan.tile_rows);
+  return plan;
+}
+
+void skinny_gemm(const SkinnyGemmArgs& a, cudaStream_t stream, std::optional<int> split) {
+  int device = 0;
+  PRNN_CUDA_CHECK(cudaGetDevice(&device));
+  const SkinnyPlan plan = skinny_plan(a, device, split);
   SkinnyParams p;
   p.A = a.A;
   p.B = a.B;
@@ -78,10 +92,10 @@ void skinny_gemm(const SkinnyGemmArgs& a, cudaStream_t stream) {
   p.M = static_cast<std::int32_t>(a.M);
   p.N = static_cast<std::int32_t>(a.N);
   p.K = static_cast<std::int32_t>(a.K);
-  p.k_slice = static_cast<std::int32_t>(ceil_div(ceil_div(a.K, split), 4) * 4);
+  p.k_slice = static_cast<std::int32_t>(plan.k_slice);
   p.beta = a.beta;
   p.vector_copies = aligned16(a.A) && aligned16(a.B) && a.lda % 4 == 0 && a.ldb % 4 == 0;
-  PRNN_CUDA_CHECK(skinny_launch(p, tile_rows, a.b_transposed, split, stream));
+  PRNN_CUDA_CHECK(skinny_launch(p, plan.tile_rows, a.b_transposed, plan.split, stream));
 }
 
 SkinnyChoice skinny_choice_from_environment() {
@@ -94,13 +108,18 @@ void rows_gemm(CublasHandle& h, SkinnyChoice choice, bool b_transposed, std::int
                std::int64_t N, std::int64_t K, const float* A, std::int64_t lda, const float* B,
                std::int64_t ldb, float beta, float* C, std::int64_t ldc,
                std::optional<GemmMath> math) {
-  const bool wanted = choice == SkinnyChoice::Always ||
-                      (choice == SkinnyChoice::Auto && M <= kSkinnyAutoRows);
-  if (wanted) {
+  const GemmMath effective = math.value_or(h.math());
+  const bool candidate =
+      choice == SkinnyChoice::Always ||
+      (choice == SkinnyChoice::Auto && effective == GemmMath::Fp32 && !b_transposed &&
+       M <= kSkinnyAutoRows);
+  if (candidate) {
     int device = 0;
     PRNN_CUDA_CHECK(cudaGetDevice(&device));
     const SkinnyGemmArgs a{M, N, K, b_transposed, A, lda, B, ldb, beta, C, ldc};
-    if (skinny_gemm_can_implement(a, device).empty()) {
+    if (skinny_gemm_can_implement(a, device).empty() &&
+        (choice == SkinnyChoice::Always ||
+         skinny_plan(a, device).k_slice <= kSkinnyAutoSlice)) {
       cudaStream_t stream = nullptr;
       PRNN_CUBLAS_CHECK(cublasGetStream(h.get(), &stream));
       skinny_gemm(a, stream);

@@ -1,17 +1,20 @@
 // Skinny fp32 GEMM: C[M, N] = A[M, K] · op(B) + beta·C for few rows (contract in skinny_gemm.h).
 // Tiles:    CTA (r, n, m) of grid (S, ceil(N / 64), ceil(M / BM)) computes the partial tile
-//           C[m·BM, +BM) × [n·64, +64) over k in [r·k_slice, (r + 1)·k_slice); BM = 16 or 64.
-//           256 threads as 16 × 16: thread (ty, tx) owns rows ty + 16·i (i < BM / 16) and
-//           columns tx + 16·j (B [N, K]) or 4·tx + j (B [K, N]), j < 4.
-// Pipeline: the slice in chunks of 32 k, kStages chunks in flight by cp.async (zero-filled past
-//           M, N and the slice). A and B [N, K] tiles are k-contiguous, [rows][32 + 4] floats,
-//           read as float4 along k (4 k of 4 rows: 16 values a load); B [K, N] tiles are
-//           n-contiguous, [32][64], read as float4 along n.
-// Reduce:   the S CTAs of a cluster (S = gridDim.x) leave their partial tiles in their own
-//           shared memory; after a cluster barrier CTA r adds, for its share of the tile's
-//           elements, the S partials in rank order 0..S-1 through distributed shared memory and
-//           writes C (plus beta·C when beta != 0); a second cluster barrier keeps every partial
-//           alive until it has been read. No atomics, no workspace: the same bits every run.
+//           C[m·BM, +BM) × [n·64, +64) over k in [r·k_slice, (r + 1)·k_slice); BM = 8, 16 or 64.
+//           Thread tile 8 rows (4 at BM = 8) × 8 columns: thread t is column group t % 8, row group
+//           (t / 8) % RG, k group t / (8·RG) (RG = BM / rows); rows rg + RG·i, columns cg + 8·j
+//           (B [N, K]) or 8·cg + j (B [K, N]), so that a warp's shared-memory reads fall in
+//           distinct banks. The k groups split each chunk's float4 steps (64 FMAs per 4 loads
+//           of 16 bytes a step and k group) and are added in the CTA afterwards.
+// Pipeline: the slice in chunks of 64 k, kStages chunks in flight by cp.async (zero-filled past
+//           M, N and the slice). A and B [N, K] tiles are k-contiguous, [rows][64 + 4] floats,
+//           read as float4 along k; B [K, N] tiles are n-contiguous, [64][64].
+// Reduce:   each CTA adds its k groups' partial tiles in group order; the S CTAs of a cluster
+//           (S = gridDim.x) then leave theirs in their own shared memory, and after a cluster
+//           barrier CTA r adds, for its share of the tile's elements, the S partials in rank
+//           order 0..S-1 through distributed shared memory and writes C (plus beta·C when
+//           beta != 0); a second cluster barrier keeps every partial alive until it has been
+//           read. No atomics, no workspace: the same bits every run.
 // Limits:   sm_90 or later (clusters; the sm_80 build traps); M, N, K < 2^31; k_slice % 4 == 0.
 #include "gemm/skinny_kernel.h"
 
@@ -23,22 +26,27 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr int kThreads = 256;
-constexpr int kSide = 16;  // threads per side of the 16 × 16 thread grid
 constexpr int kCols = kSkinnyTileCols;
 constexpr int kChunk = kSkinnyChunk;
-constexpr int kRowStride = kChunk + 4;      // k-contiguous tiles: 144 B rows, no bank conflicts
-constexpr int kPartialStride = kCols + 16;  // partial tile rows
-constexpr int kStages = 7;
+constexpr int kRowStride = kChunk + 4;  // k-contiguous tiles: rows 4 banks apart
+constexpr int kTN = 8;  // thread tile: kTM rows (Tiles) × kTN columns
+constexpr int kColGroups = kCols / kTN;
 
 template <int BM, bool kBT>
 struct Tiles {
-  static constexpr int kRowsPerThread = BM / kSide;
-  static constexpr int kA = BM * kRowStride;                                   // floats
-  static constexpr int kB = kBT ? kCols * kRowStride : kChunk * kCols;         // floats
+  static constexpr int kTM = BM == 8 ? 4 : 8;
+  static constexpr int kRowGroups = BM / kTM;
+  static constexpr int kMinBlocks = BM == 8 ? 2 : 1;  // 8-row tiles: two CTAs per SM
+  static constexpr int kKGroups = kThreads / (kColGroups * kRowGroups);
+  static constexpr int kSteps = kChunk / 4 / kKGroups;  // float4 steps per k group and chunk
+  static constexpr int kStages = BM == 64 ? 3 : 4;
+  static constexpr int kA = BM * kRowStride;                            // floats
+  static constexpr int kB = kBT ? kCols * kRowStride : kChunk * kCols;  // floats
   static constexpr int kStage = kA + kB;
-  static constexpr int kPartial = BM * kPartialStride;
+  static constexpr int kPartial = kKGroups * BM * kCols;
   static constexpr int kFloats = kStages * kStage > kPartial ? kStages * kStage : kPartial;
   static constexpr std::size_t kBytes = static_cast<std::size_t>(kFloats) * sizeof(float);
+  static_assert(kSteps >= 1 && kSteps * kKGroups * 4 == kChunk);
 };
 
 __device__ __forceinline__ void copy16(float* dst, const float* src, int bytes) {
@@ -59,8 +67,8 @@ __device__ __forceinline__ int bytes_before(int at, int end) {
   return n <= 0 ? 0 : n >= 4 ? 16 : 4 * n;
 }
 
-// A k-contiguous tile [rows][kRowStride] of a row-major [R, K] matrix: rows r0.., k0 .. k0 + 32
-// (zeros at rows ≥ R and k ≥ k_end).
+// A k-contiguous tile [rows][kRowStride] of a row-major [R, K] matrix: rows r0.., k0 .. k0 + 64
+// (zeros at rows >= R and k >= k_end).
 template <int kRows>
 __device__ __forceinline__ void copy_k_rows(float* s, const float* g, std::int64_t ld, int r0,
                                             int R, int k0, int k_end, bool vec) {
@@ -81,7 +89,7 @@ __device__ __forceinline__ void copy_k_rows(float* s, const float* g, std::int64
   }
 }
 
-// An n-contiguous tile [32][64] of a row-major [K, N] matrix: k0 .. k0 + 32, columns n0 .. +64.
+// An n-contiguous tile [64][64] of a row-major [K, N] matrix: k0 .. k0 + 64, columns n0 .. +64.
 __device__ __forceinline__ void copy_n_rows(float* s, const float* g, std::int64_t ld, int n0,
                                             int N, int k0, int k_end, bool vec) {
   if (vec) {
@@ -120,15 +128,18 @@ __device__ __forceinline__ const float* peer(const float* p, int rank) {
 }
 
 template <int BM, bool kBT>
-__global__ void __launch_bounds__(kThreads, 1) skinny_gemm_kernel(const SkinnyParams p) {
+__global__ void __launch_bounds__(kThreads, Tiles<BM, kBT>::kMinBlocks)
+    skinny_gemm_kernel(const SkinnyParams p) {
   using T = Tiles<BM, kBT>;
-  constexpr int kTM = T::kRowsPerThread;
+  constexpr int kTM = T::kTM;
+  constexpr int kRG = T::kRowGroups, kKG = T::kKGroups, kStages = T::kStages;
   extern __shared__ __align__(16) float smem[];
   const int rank = static_cast<int>(blockIdx.x), split = static_cast<int>(gridDim.x);
   const int n0 = static_cast<int>(blockIdx.y) * kCols, m0 = static_cast<int>(blockIdx.z) * BM;
   const int k_begin = min(p.K, rank * p.k_slice), k_end = min(p.K, k_begin + p.k_slice);
   const int chunks = (k_end - k_begin + kChunk - 1) / kChunk;
-  const int ty = static_cast<int>(threadIdx.x) / kSide, tx = static_cast<int>(threadIdx.x) % kSide;
+  const int t = static_cast<int>(threadIdx.x);
+  const int cgi = t % kColGroups, rg = (t / kColGroups) % kRG, kg = t / (kColGroups * kRG);
 
   auto issue = [&](int c) {  // chunk c into stage c % kStages, one commit group (maybe empty)
     if (c < chunks) {
@@ -144,7 +155,7 @@ __global__ void __launch_bounds__(kThreads, 1) skinny_gemm_kernel(const SkinnyPa
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
 
-  float acc[kTM][4] = {};
+  float acc[kTM][kTN] = {};
   for (int c = 0; c < kStages - 1; ++c) issue(c);
   for (int c = 0; c < chunks; ++c) {
     asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 2) : "memory");  // chunk c landed
@@ -153,64 +164,79 @@ __global__ void __launch_bounds__(kThreads, 1) skinny_gemm_kernel(const SkinnyPa
     const float* sA = smem + (c % kStages) * T::kStage;
     const float* sB = sA + T::kA;
 #pragma unroll
-    for (int kk = 0; kk < kChunk; kk += 4) {
-      float4 a[kTM], b[4];
-#pragma unroll
-      for (int i = 0; i < kTM; ++i)
-        a[i] = *reinterpret_cast<const float4*>(sA + (ty + kSide * i) * kRowStride + kk);
+    for (int step = 0; step < T::kSteps; ++step) {
+      const int kk = 4 * (kg + kKG * step);
       if constexpr (kBT) {
+        float4 b[kTN];  // columns cg + 8·j, k .. k + 3
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-          b[j] = *reinterpret_cast<const float4*>(sB + (tx + kSide * j) * kRowStride + kk);
-#pragma unroll
-        for (int i = 0; i < kTM; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            acc[i][j] = fmaf(a[i].x, b[j].x, acc[i][j]);
-            acc[i][j] = fmaf(a[i].y, b[j].y, acc[i][j]);
-            acc[i][j] = fmaf(a[i].z, b[j].z, acc[i][j]);
-            acc[i][j] = fmaf(a[i].w, b[j].w, acc[i][j]);
-          }
-      } else {
-#pragma unroll
-        for (int q = 0; q < 4; ++q)  // b[q]: k = kk + q, columns 4·tx .. 4·tx + 3
-          b[q] = *reinterpret_cast<const float4*>(sB + (kk + q) * kCols + 4 * tx);
+        for (int j = 0; j < kTN; ++j)
+          b[j] = *reinterpret_cast<const float4*>(sB + (cgi + kColGroups * j) * kRowStride + kk);
 #pragma unroll
         for (int i = 0; i < kTM; ++i) {
-          const float ak[4] = {a[i].x, a[i].y, a[i].z, a[i].w};
+          const float4 a = *reinterpret_cast<const float4*>(sA + (rg + kRG * i) * kRowStride + kk);
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            acc[i][0] = fmaf(ak[q], b[q].x, acc[i][0]);
-            acc[i][1] = fmaf(ak[q], b[q].y, acc[i][1]);
-            acc[i][2] = fmaf(ak[q], b[q].z, acc[i][2]);
-            acc[i][3] = fmaf(ak[q], b[q].w, acc[i][3]);
+          for (int j = 0; j < kTN; ++j) {
+            acc[i][j] = fmaf(a.x, b[j].x, acc[i][j]);
+            acc[i][j] = fmaf(a.y, b[j].y, acc[i][j]);
+            acc[i][j] = fmaf(a.z, b[j].z, acc[i][j]);
+            acc[i][j] = fmaf(a.w, b[j].w, acc[i][j]);
           }
+        }
+      } else {
+        float b[4][kTN];  // k + q, columns 8·cg .. 8·cg + 7
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float4 lo = *reinterpret_cast<const float4*>(sB + (kk + q) * kCols + kTN * cgi);
+          const float4 hi =
+              *reinterpret_cast<const float4*>(sB + (kk + q) * kCols + kTN * cgi + 4);
+          b[q][0] = lo.x, b[q][1] = lo.y, b[q][2] = lo.z, b[q][3] = lo.w;
+          b[q][4] = hi.x, b[q][5] = hi.y, b[q][6] = hi.z, b[q][7] = hi.w;
+        }
+#pragma unroll
+        for (int i = 0; i < kTM; ++i) {
+          const float4 a4 = *reinterpret_cast<const float4*>(sA + (rg + kRG * i) * kRowStride + kk);
+          const float a[4] = {a4.x, a4.y, a4.z, a4.w};
+#pragma unroll
+          for (int q = 0; q < 4; ++q)
+#pragma unroll
+            for (int j = 0; j < kTN; ++j) acc[i][j] = fmaf(a[q], b[q][j], acc[i][j]);
         }
       }
     }
   }
   asm volatile("cp.async.wait_all;" ::: "memory");
-  __syncthreads();  // every stage read: the partial tile reuses the same shared memory
+  __syncthreads();  // every stage read: the partial tiles reuse the same shared memory
 
-  float* partial = smem;  // [BM][kPartialStride]
+  constexpr int kElements = BM * kCols;
+  float* partial = smem;  // [kKG][BM][kCols]; group 0's slice ends as the CTA's sum
 #pragma unroll
   for (int i = 0; i < kTM; ++i)
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int n = kBT ? tx + kSide * j : 4 * tx + j;
-      partial[(ty + kSide * i) * kPartialStride + n] = acc[i][j];
+    for (int j = 0; j < kTN; ++j) {
+      const int n = kBT ? cgi + kColGroups * j : kTN * cgi + j;
+      partial[kg * kElements + (rg + kRG * i) * kCols + n] = acc[i][j];
     }
+  __syncthreads();
+  for (int e = t; e < kElements; e += kThreads) {  // k groups in order: deterministic
+    float sum = partial[e];
+#pragma unroll
+    for (int g = 1; g < kKG; ++g) sum += partial[g * kElements + e];
+    partial[e] = sum;
+  }
   cluster_barrier();  // every CTA's partial tile written and visible to the cluster
 
-  constexpr int kElements = BM * kCols;
   const int share = (kElements + split - 1) / split;
   const int e_end = min(kElements, (rank + 1) * share);
-  for (int e = rank * share + static_cast<int>(threadIdx.x); e < e_end; e += kThreads) {
+  for (int e = rank * share + t; e < e_end; e += kThreads) {
     const int m = e / kCols, n = e % kCols;
     if (m0 + m >= p.M || n0 + n >= p.N) continue;
+    float part[kSkinnyMaxSplit];  // every peer's load in flight at once
+#pragma unroll
+    for (int r = 0; r < kSkinnyMaxSplit; ++r) part[r] = r < split ? peer(partial, r)[e] : 0.0f;
     float sum = 0.0f;
-    for (int r = 0; r < split; ++r)  // rank order: deterministic
-      sum += peer(partial, r)[m * kPartialStride + n];
+#pragma unroll
+    for (int r = 0; r < kSkinnyMaxSplit; ++r)  // rank order: deterministic
+      if (r < split) sum += part[r];
     float* c = p.C + (m0 + m) * p.ldc + (n0 + n);
     *c = p.beta == 0.0f ? sum : fmaf(p.beta, *c, sum);
   }
@@ -229,7 +255,10 @@ std::size_t bytes_of() {
 
 // The one dispatch: (tile rows, B's layout) -> instantiation and its shared memory.
 void instantiation(int tile_rows, bool b_transposed, const void** fn, std::size_t* bytes) {
-  if (tile_rows == 16) {
+  if (tile_rows == 8) {
+    *fn = b_transposed ? kernel_of<8, true>() : kernel_of<8, false>();
+    *bytes = b_transposed ? bytes_of<8, true>() : bytes_of<8, false>();
+  } else if (tile_rows == 16) {
     *fn = b_transposed ? kernel_of<16, true>() : kernel_of<16, false>();
     *bytes = b_transposed ? bytes_of<16, true>() : bytes_of<16, false>();
   } else {
@@ -258,23 +287,18 @@ cudaLaunchConfig_t config(int tile_rows, bool b_transposed, int split, dim3 grid
 
 }  // namespace
 
-int skinny_tile_rows(std::int64_t M) { return M <= 16 ? 16 : 64; }
+int skinny_tile_rows(std::int64_t M) { return M <= 8 ? 8 : M <= 16 ? 16 : 64; }
 
-int skinny_max_active_clusters(int tile_rows, bool b_transposed, int split) {
+cudaError_t skinny_max_active_clusters(int tile_rows, bool b_transposed, int split,
+                                       int* clusters) {
   cudaLaunchAttribute attr;
   const void* fn = nullptr;
   cudaLaunchConfig_t cfg = config(tile_rows, b_transposed, split, dim3(split), nullptr, &attr, &fn);
-  if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(cfg.dynamicSmemBytes)) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return clusters;
+  const cudaError_t set = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(cfg.dynamicSmemBytes));
+  if (set != cudaSuccess) return set;
+  *clusters = 0;
+  return cudaOccupancyMaxActiveClusters(clusters, fn, &cfg);
 }
 
 cudaError_t skinny_launch(const SkinnyParams& p, int tile_rows, bool b_transposed, int split,

@@ -39,24 +39,40 @@ struct SkinnyGemmArgs {
 // clusters; sizes below 2^31; strides at least the rows they hold); otherwise why not.
 std::string skinny_gemm_can_implement(const SkinnyGemmArgs& a, int device);
 
+// How the kernel runs `a` on `device`: tiles of tile_rows × 64 of C, each computed by a cluster
+// of `split` CTAs over k slices of k_slice; ctas = split × tiles.
+struct SkinnyPlan {
+  int tile_rows = 0;
+  int split = 0;
+  std::int64_t k_slice = 0;
+  std::int64_t ctas = 0;
+};
+// Throws InvalidArgument with the reason when skinny_gemm_can_implement does not return empty.
+// `split`, when given (1..8, for labs), replaces the chosen one.
+SkinnyPlan skinny_plan(const SkinnyGemmArgs& a, int device, std::optional<int> split = {});
+
 // Enqueues the GEMM on `stream` (the current device's); throws InvalidArgument with the reason
-// when skinny_gemm_can_implement does not return empty. Deterministic: the same bits for the
+// when skinny_gemm_can_implement does not return empty (`split` as in skinny_plan). Deterministic: the same bits for the
 // same inputs on the same device.
-void skinny_gemm(const SkinnyGemmArgs& a, cudaStream_t stream);
+void skinny_gemm(const SkinnyGemmArgs& a, cudaStream_t stream, std::optional<int> split = {});
 
 // Which kernel the all-steps GEMMs of a persistent call take (PRNN_SKINNY_GEMM: unset Auto, 0
 // Never, 1 Always; for A/B runs and the tests).
-//   Auto    the skinny kernel for M ≤ kSkinnyAutoRows where it can run, else cuBLAS
+//   Auto    the skinny kernel where it measured faster than cuBLAS (H200,
+//           bench/results/h200/skinny_gemm/): fp32 math, B stored [K, N] (d(in), dh0: cuBLAS's
+//           fp32 kernels for that layout took 11-23 µs at M <= 64), M <= kSkinnyAutoRows and at
+//           most kSkinnyAutoSlice k per CTA; else cuBLAS (B [N, K], TF32 math and longer slices
+//           were as fast or faster there)
 //   Never   cuBLAS
 //   Always  the skinny kernel wherever it can run, else cuBLAS
 enum class SkinnyChoice : std::uint8_t { Auto, Never, Always };
 inline constexpr std::int64_t kSkinnyAutoRows = 64;
+inline constexpr std::int64_t kSkinnyAutoSlice = 256;
 SkinnyChoice skinny_choice_from_environment();
 
 // The dispatch: row-major C[M, N] = A[M, K] · op(B) + beta·C (A not transposed) by the skinny
 // kernel or by prnn::gemm on `h` (its stream, its math or `math`). The skinny kernel computes in
-// fp32 whatever `math` asks for: at the sizes Auto gives it, it is faster than cuBLAS's TF32 too
-// (bench/results/<gpu>/skinny_gemm/).
+// fp32 whatever `math` asks for (Always under TF32 math is for tests and labs).
 void rows_gemm(CublasHandle& h, SkinnyChoice choice, bool b_transposed, std::int64_t M,
                std::int64_t N, std::int64_t K, const float* A, std::int64_t lda, const float* B,
                std::int64_t ldb, float beta, float* C, std::int64_t ldc,
