@@ -15,11 +15,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench/bench_timer.h"
 #include "core/cublas.h"
 #include "core/cuda_check.h"
 #include "gemm/skinny_gemm.h"
@@ -32,36 +32,6 @@ using prnn::CublasHandle;
 using prnn::DeviceBuffer;
 using prnn::GemmMath;
 using prnn::SkinnyChoice;
-
-float time_us(cudaStream_t stream, const std::function<void()>& enqueue) {
-  constexpr int kLaunches = 20, kReplays = 7;
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  PRNN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kLaunches; ++i) enqueue();
-  PRNN_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  PRNN_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a = nullptr, b = nullptr;
-  PRNN_CUDA_CHECK(cudaEventCreate(&a));
-  PRNN_CUDA_CHECK(cudaEventCreate(&b));
-  PRNN_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up
-  std::vector<float> us;
-  for (int r = 0; r < kReplays; ++r) {
-    PRNN_CUDA_CHECK(cudaEventRecord(a, stream));
-    PRNN_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    PRNN_CUDA_CHECK(cudaEventRecord(b, stream));
-    PRNN_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0.0f;
-    PRNN_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    us.push_back(ms * 1000.0f / kLaunches);
-  }
-  std::sort(us.begin(), us.end());
-  PRNN_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  PRNN_CUDA_CHECK(cudaGraphDestroy(graph));
-  PRNN_CUDA_CHECK(cudaEventDestroy(a));
-  PRNN_CUDA_CHECK(cudaEventDestroy(b));
-  return us[us.size() / 2];
-}
 
 DeviceBuffer random_buffer(std::int64_t n, std::mt19937& gen) {
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
@@ -157,7 +127,8 @@ int main(int argc, char** argv) {
       const prnn::SkinnyPlan forced = prnn::skinny_plan(args, 0, split);
       float us = -1.0f;
       try {
-        us = time_us(stream, [&] { prnn::skinny_gemm(args, stream, split); });
+        us = static_cast<float>(prnn::bench::graph_median_us(
+            [&] { prnn::skinny_gemm(args, stream, split); }, stream));
       } catch (const std::exception& e) {  // clusters of this size do not fit
         std::fprintf(stderr, "split %d: %s\n", split, e.what());
         cudaGraph_t g = nullptr;
@@ -171,7 +142,8 @@ int main(int argc, char** argv) {
                    static_cast<long long>(forced.ctas), us);
     }
     for (const auto& impl : impls) {
-      const float us = time_us(stream, [&] { run(*impl.h, impl.choice); });
+      const auto us = static_cast<float>(
+          prnn::bench::graph_median_us([&] { run(*impl.h, impl.choice); }, stream));
       std::fprintf(out, "%s,%s,%lld,%lld,%lld,%s,%d,%lld,%s,%.2f,%.3g\n", prop.name, s.what,
                    static_cast<long long>(s.M), static_cast<long long>(s.N),
                    static_cast<long long>(s.K), s.bt ? "bt" : "bn", plan.split,

@@ -67,43 +67,25 @@ __device__ __forceinline__ int bytes_before(int at, int end) {
   return n <= 0 ? 0 : n >= 4 ? 16 : 4 * n;
 }
 
-// A k-contiguous tile [rows][kRowStride] of a row-major [R, K] matrix: rows r0.., k0 .. k0 + 64
-// (zeros at rows >= R and k >= k_end).
-template <int kRows>
-__device__ __forceinline__ void copy_k_rows(float* s, const float* g, std::int64_t ld, int r0,
-                                            int R, int k0, int k_end, bool vec) {
+// A tile [kRows][kWidth] of a row-major matrix with row stride ld, from row r0 and column c0,
+// into shared memory rows of kStride floats; zeros at rows >= r_end and columns >= c_end. The
+// k-contiguous tiles (A, B [N, K]) are rows × 64 k; the n-contiguous one (B [K, N]) 64 k × 64 n.
+template <int kRows, int kWidth, int kStride>
+__device__ __forceinline__ void copy_tile(float* s, const float* g, std::int64_t ld, int r0,
+                                          int r_end, int c0, int c_end, bool vec) {
   if (vec) {
-    constexpr int kQuads = kChunk / 4;
+    constexpr int kQuads = kWidth / 4;
     for (int i = threadIdx.x; i < kRows * kQuads; i += kThreads) {
-      const int row = i / kQuads, k = k0 + 4 * (i % kQuads);
-      const int bytes = r0 + row < R ? bytes_before(k, k_end) : 0;
-      copy16(s + row * kRowStride + 4 * (i % kQuads),
-             bytes > 0 ? g + (r0 + row) * ld + k : g, bytes);
+      const int row = i / kQuads, c = c0 + 4 * (i % kQuads);
+      const int bytes = r0 + row < r_end ? bytes_before(c, c_end) : 0;
+      copy16(s + row * kStride + 4 * (i % kQuads), bytes > 0 ? g + (r0 + row) * ld + c : g,
+             bytes);
     }
   } else {
-    for (int i = threadIdx.x; i < kRows * kChunk; i += kThreads) {
-      const int row = i / kChunk, k = k0 + i % kChunk;
-      const bool in = r0 + row < R && k < k_end;
-      copy4(s + row * kRowStride + i % kChunk, in ? g + (r0 + row) * ld + k : g, in ? 4 : 0);
-    }
-  }
-}
-
-// An n-contiguous tile [64][64] of a row-major [K, N] matrix: k0 .. k0 + 64, columns n0 .. +64.
-__device__ __forceinline__ void copy_n_rows(float* s, const float* g, std::int64_t ld, int n0,
-                                            int N, int k0, int k_end, bool vec) {
-  if (vec) {
-    constexpr int kQuads = kCols / 4;
-    for (int i = threadIdx.x; i < kChunk * kQuads; i += kThreads) {
-      const int kr = i / kQuads, n = n0 + 4 * (i % kQuads);
-      const int bytes = k0 + kr < k_end ? bytes_before(n, N) : 0;
-      copy16(s + kr * kCols + 4 * (i % kQuads), bytes > 0 ? g + (k0 + kr) * ld + n : g, bytes);
-    }
-  } else {
-    for (int i = threadIdx.x; i < kChunk * kCols; i += kThreads) {
-      const int kr = i / kCols, n = n0 + i % kCols;
-      const bool in = k0 + kr < k_end && n < N;
-      copy4(s + kr * kCols + i % kCols, in ? g + (k0 + kr) * ld + n : g, in ? 4 : 0);
+    for (int i = threadIdx.x; i < kRows * kWidth; i += kThreads) {
+      const int row = i / kWidth, c = c0 + i % kWidth;
+      const bool in = r0 + row < r_end && c < c_end;
+      copy4(s + row * kStride + i % kWidth, in ? g + (r0 + row) * ld + c : g, in ? 4 : 0);
     }
   }
 }
@@ -146,11 +128,12 @@ __global__ void __launch_bounds__(kThreads, Tiles<BM, kBT>::kMinBlocks)
       float* sA = smem + (c % kStages) * T::kStage;
       float* sB = sA + T::kA;
       const int k0 = k_begin + c * kChunk;
-      copy_k_rows<BM>(sA, p.A, p.lda, m0, p.M, k0, k_end, p.vector_copies);
+      copy_tile<BM, kChunk, kRowStride>(sA, p.A, p.lda, m0, p.M, k0, k_end, p.vector_copies);
       if constexpr (kBT)
-        copy_k_rows<kCols>(sB, p.B, p.ldb, n0, p.N, k0, k_end, p.vector_copies);
+        copy_tile<kCols, kChunk, kRowStride>(sB, p.B, p.ldb, n0, p.N, k0, k_end,
+                                             p.vector_copies);
       else
-        copy_n_rows(sB, p.B, p.ldb, n0, p.N, k0, k_end, p.vector_copies);
+        copy_tile<kChunk, kCols, kCols>(sB, p.B, p.ldb, k0, k_end, n0, p.N, p.vector_copies);
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
