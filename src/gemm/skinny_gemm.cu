@@ -4,8 +4,12 @@
 //           Thread tile 8 rows (4 at BM = 8) × 8 columns: thread t is column group t % 8, row group
 //           (t / 8) % RG, k group t / (8·RG) (RG = BM / rows); rows rg + RG·i, columns cg + 8·j
 //           (B [N, K]) or 8·cg + j (B [K, N]), so that a warp's shared-memory reads fall in
-//           distinct banks. The k groups split each chunk's float4 steps (64 FMAs per 4 loads
-//           of 16 bytes a step and k group) and are added in the CTA afterwards.
+//           distinct banks. The k groups split each chunk's float4 steps (a step: 8 + 8 float4
+//           loads from shared memory for 256 FMAs; 4 + 8 for 128 at BM = 8) and are added in
+//           the CTA afterwards.
+// Launch:   256 threads, clusters of S along x (S <= 8, from the resident clusters: host side),
+//           Tiles::kBytes of dynamic shared memory (72-102 KiB); one CTA per SM (168-254
+//           registers), two at BM = 8 (128).
 // Pipeline: the slice in chunks of 64 k, kStages chunks in flight by cp.async (zero-filled past
 //           M, N and the slice). A and B [N, K] tiles are k-contiguous, [rows][64 + 4] floats,
 //           read as float4 along k; B [K, N] tiles are n-contiguous, [64][64].
