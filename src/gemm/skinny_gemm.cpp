@@ -53,6 +53,12 @@ std::string skinny_gemm_can_implement(const SkinnyGemmArgs& a, int device) {
                        device_attribute(cudaDevAttrComputeCapabilityMinor, device));
   if (a.M <= 0 || a.N <= 0 || a.K <= 0 || a.M > INT32_MAX || a.N > INT32_MAX || a.K > INT32_MAX)
     return fmt::format("M, N, K must be in [1, 2^31): got {}, {}, {}", a.M, a.N, a.K);
+  constexpr std::int64_t kMaxGridYZ = 65535;  // CUDA's limit on gridDim.y and gridDim.z
+  if (ceil_div(a.N, kSkinnyTileCols) > kMaxGridYZ ||
+      ceil_div(a.M, skinny_tile_rows(a.M)) > kMaxGridYZ)
+    return fmt::format("M = {}, N = {} need more than 65535 tiles of {} rows or {} columns (the "
+                       "launch's grid y and z)",
+                       a.M, a.N, skinny_tile_rows(a.M), kSkinnyTileCols);
   if (a.A == nullptr || a.B == nullptr || a.C == nullptr) return "A, B and C must not be null";
   const std::int64_t b_row = a.b_transposed ? a.K : a.N;
   if (a.lda < a.K || a.ldb < b_row || a.ldc < a.N)

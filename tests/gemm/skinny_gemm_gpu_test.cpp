@@ -190,7 +190,7 @@ std::vector<Shape> shapes() {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SkinnyGemmGpu, ::testing::ValuesIn(shapes()), shape_name);
 
-TEST(SkinnyGemmGpuErrors, RejectsShortStridesAndEmptySizes) {
+TEST(SkinnyGemmGpuErrors, RejectsShortStridesEmptySizesAndTooManyTiles) {
   DeviceBuffer buf(64 * sizeof(float));
   float* d = buf.data_as<float>();
   test::expect_invalid(
@@ -201,6 +201,10 @@ TEST(SkinnyGemmGpuErrors, RejectsShortStridesAndEmptySizes) {
       {"skinny_gemm", "ldb 2", "needs >= 3"});
   test::expect_invalid([&] { skinny_gemm({0, 3, 4, true, d, 4, d, 4, 0.0f, d, 3}, nullptr); },
                        {"skinny_gemm", "M, N, K", "got 0, 3, 4"});
+  constexpr std::int64_t kWide = std::int64_t{65536} * 64;  // 65536 column tiles
+  test::expect_invalid(
+      [&] { skinny_gemm({1, kWide, 4, true, d, 4, d, 4, 0.0f, d, kWide}, nullptr); },
+      {"skinny_gemm", "65535 tiles", "N = 4194304"});
 }
 
 }  // namespace
