@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kThreads, Tiles<BM, kBT>::kMinBlocks)
     for (int step = 0; step < T::kSteps; ++step) {
       const int kk = 4 * (kg + kKG * step);
       if constexpr (kBT) {
-        float4 b[kTN];  // columns cg + 8·j, k .. k + 3
+        float4 b[kTN];  // columns cg + kColGroups·j, k .. k + 3
 #pragma unroll
         for (int j = 0; j < kTN; ++j)
           b[j] = *reinterpret_cast<const float4*>(sB + (cgi + kColGroups * j) * kRowStride + kk);
@@ -170,15 +170,15 @@ __global__ void __launch_bounds__(kThreads, Tiles<BM, kBT>::kMinBlocks)
           }
         }
       } else {
-        float b[4][kTN];  // k + q, columns 8·cg .. 8·cg + 7
+        float b[4][kTN];  // k + q, columns kTN·cg .. kTN·cg + kTN - 1
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const float4 lo = *reinterpret_cast<const float4*>(sB + (kk + q) * kCols + kTN * cgi);
-          const float4 hi =
-              *reinterpret_cast<const float4*>(sB + (kk + q) * kCols + kTN * cgi + 4);
-          b[q][0] = lo.x, b[q][1] = lo.y, b[q][2] = lo.z, b[q][3] = lo.w;
-          b[q][4] = hi.x, b[q][5] = hi.y, b[q][6] = hi.z, b[q][7] = hi.w;
-        }
+        for (int q = 0; q < 4; ++q)
+#pragma unroll
+          for (int h = 0; h < kTN; h += 4) {
+            const float4 v =
+                *reinterpret_cast<const float4*>(sB + (kk + q) * kCols + kTN * cgi + h);
+            b[q][h] = v.x, b[q][h + 1] = v.y, b[q][h + 2] = v.z, b[q][h + 3] = v.w;
+          }
 #pragma unroll
         for (int i = 0; i < kTM; ++i) {
           const float4 a4 = *reinterpret_cast<const float4*>(sA + (rg + kRG * i) * kRowStride + kk);
