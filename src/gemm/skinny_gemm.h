@@ -31,7 +31,7 @@ struct SkinnyGemmArgs {
   const float* B = nullptr;  // row stride ldb
   std::int64_t ldb = 0;
   float beta = 0.0f;  // 0: C is only written (it may hold anything, NaN included)
-  float* C = nullptr;  // [M, N], row stride ldc
+  float* C = nullptr;  // [M, N], row stride ldc; must not overlap A or B
   std::int64_t ldc = 0;
 };
 
