@@ -12,17 +12,12 @@
 #include "core/cuda_check.h"
 #include "core/knob.h"
 #include "gemm/skinny_kernel.h"
+#include "prnn/device.h"
 
 namespace prnn {
 namespace {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
-int device_attribute(cudaDeviceAttr what, int device) {
-  int v = 0;
-  PRNN_CUDA_CHECK(cudaDeviceGetAttribute(&v, what, device));
-  return v;
-}
 
 // CTAs per cluster: the most (≤ 8, at least a chunk of k each) whose clusters all fit on the
 // device at once, one CTA per tile and rank, so that the launch is a single wave; 1 when the
@@ -42,15 +37,12 @@ int split_of(const SkinnyGemmArgs& a, int tile_rows, int sm_count) {
 
 bool aligned16(const float* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-}  // namespace
-
-std::string skinny_gemm_can_implement(const SkinnyGemmArgs& a, int device) {
-  const int major = device_attribute(cudaDevAttrComputeCapabilityMajor, device);
-  if (major < 9)
+// Empty when the kernel can run `a` on the device `d` describes; otherwise why not.
+std::string why_not(const SkinnyGemmArgs& a, const DeviceInfo& d) {
+  if (!d.cluster_launch || d.cc_major < 9)
     return fmt::format("the skinny GEMM needs thread-block clusters (compute capability 9.0 or "
-                       "later); device {} has {}.{}",
-                       device, major,
-                       device_attribute(cudaDevAttrComputeCapabilityMinor, device));
+                       "later); device {} ({}) has compute capability {}.{}",
+                       d.index, d.name, d.cc_major, d.cc_minor);
   if (a.M <= 0 || a.N <= 0 || a.K <= 0 || a.M > INT32_MAX || a.N > INT32_MAX || a.K > INT32_MAX)
     return fmt::format("M, N, K must be in [1, 2^31): got {}, {}, {}", a.M, a.N, a.K);
   constexpr std::int64_t kMaxGridYZ = 65535;  // CUDA's limit on gridDim.y and gridDim.z
@@ -68,26 +60,17 @@ std::string skinny_gemm_can_implement(const SkinnyGemmArgs& a, int device) {
   return {};
 }
 
-SkinnyPlan skinny_plan(const SkinnyGemmArgs& a, int device, std::optional<int> split) {
-  const std::string why = skinny_gemm_can_implement(a, device);
-  PRNN_EXPECT(why.empty(), "skinny_gemm: {}", why);
-  PRNN_EXPECT(!split.has_value() || (*split >= 1 && *split <= kSkinnyMaxSplit),
-              "skinny_gemm: split must be in [1, {}], got {}", kSkinnyMaxSplit, split.value_or(0));
+// The plan of a problem why_not accepted: `split` when given, else split_of's.
+SkinnyPlan plan_of(const SkinnyGemmArgs& a, const DeviceInfo& d, std::optional<int> split) {
   SkinnyPlan plan;
   plan.tile_rows = skinny_tile_rows(a.M);
-  plan.split = split.has_value()
-                   ? *split
-                   : split_of(a, plan.tile_rows,
-                              device_attribute(cudaDevAttrMultiProcessorCount, device));
+  plan.split = split.has_value() ? *split : split_of(a, plan.tile_rows, d.sm_count);
   plan.k_slice = ceil_div(ceil_div(a.K, plan.split), 4) * 4;
   plan.ctas = plan.split * ceil_div(a.N, kSkinnyTileCols) * ceil_div(a.M, plan.tile_rows);
   return plan;
 }
 
-void skinny_gemm(const SkinnyGemmArgs& a, cudaStream_t stream, std::optional<int> split) {
-  int device = 0;
-  PRNN_CUDA_CHECK(cudaGetDevice(&device));
-  const SkinnyPlan plan = skinny_plan(a, device, split);
+void launch(const SkinnyGemmArgs& a, const SkinnyPlan& plan, cudaStream_t stream) {
   SkinnyParams p;
   p.A = a.A;
   p.B = a.B;
@@ -102,6 +85,33 @@ void skinny_gemm(const SkinnyGemmArgs& a, cudaStream_t stream, std::optional<int
   p.beta = a.beta;
   p.vector_copies = aligned16(a.A) && aligned16(a.B) && a.lda % 4 == 0 && a.ldb % 4 == 0;
   PRNN_CUDA_CHECK(skinny_launch(p, plan.tile_rows, a.b_transposed, plan.split, stream));
+}
+
+DeviceInfo current_device() {
+  int device = 0;
+  PRNN_CUDA_CHECK(cudaGetDevice(&device));
+  return device_info(device);
+}
+
+}  // namespace
+
+std::string skinny_gemm_can_implement(const SkinnyGemmArgs& a, int device) {
+  return why_not(a, device_info(device));
+}
+
+SkinnyPlan skinny_plan(const SkinnyGemmArgs& a, int device, std::optional<int> split) {
+  const DeviceInfo d = device_info(device);
+  const std::string why = why_not(a, d);
+  PRNN_EXPECT(why.empty(), "skinny_gemm: {}", why);
+  PRNN_EXPECT(!split.has_value() || (*split >= 1 && *split <= kSkinnyMaxSplit),
+              "skinny_gemm: split must be in [1, {}], got {}", kSkinnyMaxSplit, split.value_or(0));
+  return plan_of(a, d, split);
+}
+
+void skinny_gemm(const SkinnyGemmArgs& a, cudaStream_t stream, std::optional<int> split) {
+  int device = 0;
+  PRNN_CUDA_CHECK(cudaGetDevice(&device));
+  launch(a, skinny_plan(a, device, split), stream);
 }
 
 SkinnyChoice skinny_choice_from_environment() {
@@ -120,16 +130,16 @@ void rows_gemm(CublasHandle& h, SkinnyChoice choice, bool b_transposed, std::int
       (choice == SkinnyChoice::Auto && effective == GemmMath::Fp32 && !b_transposed &&
        M <= kSkinnyAutoRows);
   if (candidate) {
-    int device = 0;
-    PRNN_CUDA_CHECK(cudaGetDevice(&device));
+    const DeviceInfo d = current_device();
     const SkinnyGemmArgs a{M, N, K, b_transposed, A, lda, B, ldb, beta, C, ldc};
-    if (skinny_gemm_can_implement(a, device).empty() &&
-        (choice == SkinnyChoice::Always ||
-         skinny_plan(a, device).k_slice <= kSkinnyAutoSlice)) {
-      cudaStream_t stream = nullptr;
-      PRNN_CUBLAS_CHECK(cublasGetStream(h.get(), &stream));
-      skinny_gemm(a, stream);
-      return;
+    if (why_not(a, d).empty()) {
+      const SkinnyPlan plan = plan_of(a, d, std::nullopt);
+      if (choice == SkinnyChoice::Always || plan.k_slice <= kSkinnyAutoSlice) {
+        cudaStream_t stream = nullptr;
+        PRNN_CUBLAS_CHECK(cublasGetStream(h.get(), &stream));
+        launch(a, plan, stream);
+        return;
+      }
     }
   }
   gemm(h, false, b_transposed, M, N, K, A, lda, B, ldb, beta, C, ldc, math);
