@@ -4,7 +4,7 @@
 //   cublasSgemm with pedantic and with default math, and
 //   every candidate cublasLt's heuristic returns (pedantic fp32 compute, up to 16).
 // Each time: a CUDA graph of 20 launches, replayed 7 times after one warm-up; the median per
-// launch. Inputs are uniform in [-1, 1). Usage: prnn_gemm_lab [M...] (default 4 16 64 256 1024).
+// launch (bench_timer.h's graph_median_us). Inputs are uniform in [-1, 1). Usage: prnn_gemm_lab [M...] (default 4 16 64 256 1024).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -13,8 +13,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <vector>
+
+#include "bench/bench_timer.h"
 
 namespace {
 
@@ -34,37 +35,6 @@ __global__ void fill_uniform(float* p, std::int64_t n, unsigned seed) {
     h ^= h >> 13;
     p[i] = static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
   }
-}
-
-// Microseconds per launch of `enqueue` (which enqueues one GEMM on `stream`).
-float time_us(cudaStream_t stream, const std::function<void()>& enqueue) {
-  constexpr int kLaunches = 20, kReplays = 7;
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  LAB_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kLaunches; ++i) enqueue();
-  LAB_CHECK(cudaStreamEndCapture(stream, &graph));
-  LAB_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a = nullptr, b = nullptr;
-  LAB_CHECK(cudaEventCreate(&a));
-  LAB_CHECK(cudaEventCreate(&b));
-  LAB_CHECK(cudaGraphLaunch(exec, stream));  // warm-up
-  std::vector<float> us;
-  for (int r = 0; r < kReplays; ++r) {
-    LAB_CHECK(cudaEventRecord(a, stream));
-    LAB_CHECK(cudaGraphLaunch(exec, stream));
-    LAB_CHECK(cudaEventRecord(b, stream));
-    LAB_CHECK(cudaEventSynchronize(b));
-    float ms = 0.0f;
-    LAB_CHECK(cudaEventElapsedTime(&ms, a, b));
-    us.push_back(ms * 1000.0f / kLaunches);
-  }
-  LAB_CHECK(cudaEventDestroy(a));
-  LAB_CHECK(cudaEventDestroy(b));
-  LAB_CHECK(cudaGraphExecDestroy(exec));
-  LAB_CHECK(cudaGraphDestroy(graph));
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
 }
 
 }  // namespace
@@ -103,9 +73,12 @@ int main(int argc, char** argv) {
     const double flop = 2.0 * m * N * K;
     for (cublasMath_t mode : {CUBLAS_PEDANTIC_MATH, CUBLAS_DEFAULT_MATH}) {
       LAB_CHECK(cublasSetMathMode(blas, mode));
-      const float us = time_us(stream, [&] {
-        LAB_CHECK(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, m, K, &one, w, K, x, K, &zero, c, N));
-      });
+      const auto us = static_cast<float>(prnn::bench::graph_median_us(
+          [&] {
+            LAB_CHECK(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, m, K, &one, w, K, x, K, &zero,
+                                  c, N));
+          },
+          stream));
       std::printf("%d,sgemm-%s,,,,,%.2f,%.2f\n", m,
                   mode == CUBLAS_PEDANTIC_MATH ? "pedantic" : "default", us, flop / us * 1e-6);
     }
@@ -127,10 +100,12 @@ int main(int argc, char** argv) {
     int count = 0;
     LAB_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, op, lw, lx, lc, lc, pref, 16, found, &count));
     for (int i = 0; i < count; ++i) {
-      const float us = time_us(stream, [&] {
-        LAB_CHECK(cublasLtMatmul(lt, op, &one, w, lw, x, lx, &zero, c, lc, c, lc, &found[i].algo,
-                                 workspace, kWorkspace, stream));
-      });
+      const auto us = static_cast<float>(prnn::bench::graph_median_us(
+          [&] {
+            LAB_CHECK(cublasLtMatmul(lt, op, &one, w, lw, x, lx, &zero, c, lc, c, lc,
+                                     &found[i].algo, workspace, kWorkspace, stream));
+          },
+          stream));
       auto config = [&](cublasLtMatmulAlgoConfigAttributes_t attribute) {
         int value = 0;
         std::size_t size = 0;
