@@ -5,7 +5,7 @@
 # hand (no rnn_kernels.cu). Every variant's test runs first; then the labs, alternated over ROUNDS
 # rounds (default 2). Results: OUTDIR/<name>/tests.txt and OUTDIR/<name>/lab_<round>.csv.
 # Usage: bench/gemm/lab.sh OUTDIR [NAME=PATCH]...
-#   e.g. bench/gemm/lab.sh /tmp/out t512=bench/gemm/patches/threads512.patch
+#   e.g. bench/gemm/lab.sh /tmp/out s5=my_split.patch   (a patch of src/gemm, applied with -p1)
 set -euo pipefail
 out=${1:?usage: bench/gemm/lab.sh OUTDIR [NAME=PATCH]...}
 shift

@@ -120,6 +120,12 @@ SkinnyChoice skinny_choice_from_environment() {
   return *on ? SkinnyChoice::Always : SkinnyChoice::Never;
 }
 
+bool skinny_auto_takes(const SkinnyGemmArgs& a, const SkinnyPlan& plan) {
+  if (a.b_transposed) return plan.tile_rows == kSkinnyAutoTransposedTileRows;
+  return a.M <= kSkinnyAutoAnySliceRows ||
+         (a.M <= kSkinnyAutoRows && plan.k_slice <= kSkinnyAutoSlice);
+}
+
 void rows_gemm(CublasHandle& h, SkinnyChoice choice, bool b_transposed, std::int64_t M,
                std::int64_t N, std::int64_t K, const float* A, std::int64_t lda, const float* B,
                std::int64_t ldb, float beta, float* C, std::int64_t ldc,
@@ -127,14 +133,13 @@ void rows_gemm(CublasHandle& h, SkinnyChoice choice, bool b_transposed, std::int
   const GemmMath effective = math.value_or(h.math());
   const bool candidate =
       choice == SkinnyChoice::Always ||
-      (choice == SkinnyChoice::Auto && effective == GemmMath::Fp32 && !b_transposed &&
-       M <= kSkinnyAutoRows);
+      (choice == SkinnyChoice::Auto && effective == GemmMath::Fp32 && M <= kSkinnyAutoRows);
   if (candidate) {
     const DeviceInfo d = current_device();
     const SkinnyGemmArgs a{M, N, K, b_transposed, A, lda, B, ldb, beta, C, ldc};
     if (why_not(a, d).empty()) {
       const SkinnyPlan plan = plan_of(a, d, std::nullopt);
-      if (choice == SkinnyChoice::Always || plan.k_slice <= kSkinnyAutoSlice) {
+      if (choice == SkinnyChoice::Always || skinny_auto_takes(a, plan)) {
         cudaStream_t stream = nullptr;
         PRNN_CUBLAS_CHECK(cublasGetStream(h.get(), &stream));
         launch(a, plan, stream);

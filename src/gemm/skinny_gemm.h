@@ -59,15 +59,23 @@ void skinny_gemm(const SkinnyGemmArgs& a, cudaStream_t stream, std::optional<int
 // Which kernel the all-steps GEMMs of a persistent call take (PRNN_SKINNY_GEMM: unset Auto, 0
 // Never, 1 Always; for A/B runs and the tests).
 //   Auto    the skinny kernel where it measured faster than cuBLAS (H200,
-//           bench/results/h200/skinny_gemm/): fp32 math, B stored [K, N] (d(in), dh0: cuBLAS's
-//           fp32 kernels for that layout took 11-23 µs at M <= 64), M <= kSkinnyAutoRows and at
-//           most kSkinnyAutoSlice k per CTA; else cuBLAS (B [N, K], TF32 math and longer slices
-//           were as fast or faster there)
+//           bench/results/h200/skinny_gemm/), else cuBLAS: skinny_auto_takes under fp32 math;
+//           TF32 math always takes cuBLAS (its tensor-core kernels were faster everywhere)
 //   Never   cuBLAS
 //   Always  the skinny kernel wherever it can run, else cuBLAS
 enum class SkinnyChoice : std::uint8_t { Auto, Never, Always };
 inline constexpr std::int64_t kSkinnyAutoRows = 64;
+inline constexpr std::int64_t kSkinnyAutoAnySliceRows = 16;
 inline constexpr std::int64_t kSkinnyAutoSlice = 256;
+inline constexpr int kSkinnyAutoTransposedTileRows = 16;
+// Auto's rule for fp32 math, `plan` being `a`'s:
+//   B [K, N] (d(in), dh0): M <= kSkinnyAutoAnySliceRows, or M <= kSkinnyAutoRows with at most
+//     kSkinnyAutoSlice k per CTA (cuBLAS's fp32 kernels for that layout took 11-23 µs at
+//     M <= 64; at 17-64 rows a longer slice, as the LSTM's K = 4H, lost to them);
+//   B [N, K] (the input projection): tiles of kSkinnyAutoTransposedTileRows rows, M = 9..16
+//     (7.4 against 11.1 µs at 16 × 1152 × 1152; at M <= 8 cuBLAS was as fast or faster, and
+//     from M = 17 on it was faster).
+bool skinny_auto_takes(const SkinnyGemmArgs& a, const SkinnyPlan& plan);
 SkinnyChoice skinny_choice_from_environment();
 
 // The dispatch: row-major C[M, N] = A[M, K] · op(B) + beta·C (A not transposed) by the skinny

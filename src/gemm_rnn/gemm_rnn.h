@@ -150,7 +150,7 @@ enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 //                                              (the input GEMM), 1 at every T; for A/B runs
 //   PRNN_SKINNY_GEMM=0|1                       the GEMMs of few rows (the input projection and
 //                                              d(in) of a short call, dh0): unset, the skinny
-//                                              kernel up to kSkinnyAutoRows rows
+//                                              kernel where skinny_auto_takes says
 //                                              (gemm/skinny_gemm.h); 0 cuBLAS; 1 the skinny
 //                                              kernel at every size; for A/B runs and tests
 struct PersistentKnobs {
