@@ -3,6 +3,9 @@
 # cores, run every test labelled `gpu` (their output goes to $log), print one summary line:
 #   gpu-check: <device> | passed <n> | failed <n>
 # Exit status is non-zero if anything failed or no GPU test ran.
+# GPU_CHECK_PART=K/N runs the K-th of N disjoint parts of the tests (scripts/run_gpu_tests.py
+# --part), for runs that must fit a time limit; the summary line ends with `| part K/N`, and the
+# parts' counts add up to the whole suite's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=build/gpu
@@ -20,7 +23,8 @@ fi
 # One process per test executable (scripts/run_gpu_tests.py: every `gpu` case, counted from the
 # GoogleTest reports; a skipped or unreported case is a failure), not one per case as ctest
 # would: the suites' start-up and shared reference results are paid once.
-summary=$(python3 scripts/run_gpu_tests.py "$build" --timeout 900 --log "$log")
+summary=$(python3 scripts/run_gpu_tests.py "$build" --timeout 900 --log "$log" \
+  --part "${GPU_CHECK_PART:-1/1}")
 status=$?
 echo "$summary" | grep '^FAILED' | head -50
 echo "gpu-check: $device | $(echo "$summary" | tail -1)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run every ctest test labelled `gpu` in a build directory, one process per test executable.
 
-  python3 scripts/run_gpu_tests.py BUILD_DIR [--timeout SECONDS] [--log FILE]
+  python3 scripts/run_gpu_tests.py BUILD_DIR [--timeout SECONDS] [--log FILE] [--part K/N]
 
 ctest runs each GoogleTest case as its own process, so a suite of hundreds of cases pays the
 process and CUDA start-up hundreds of times, and the RNN suite recomputes its shared reference
@@ -12,7 +12,11 @@ are not GoogleTest cases (e.g. torch_agreement) run through ctest by name.
 Counting, per case: passed, or failed (failed, skipped, crashed before reporting, timed out, or
 missing from the report). A skipped GPU test is a failure: it never counts as passed.
 Prints the failed cases, then one line `passed N | failed M`; exit status 0 only when M == 0 and
-N > 0."""
+N > 0.
+
+--part K/N runs the K-th of N disjoint parts whose union is the whole suite, for runs that must
+fit a time limit: every N-th GoogleTest case of each executable from its (K-1)-th, and every N-th
+other test likewise; the summary line then ends with `| part K/N`."""
 import argparse
 import json
 import os
@@ -95,7 +99,14 @@ def main():
     ap.add_argument("build")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per executable")
     ap.add_argument("--log", default=None, help="the tests' output (default: stderr)")
+    ap.add_argument("--part", default="1/1", help="K/N: the K-th of N parts (default 1/1)")
     a = ap.parse_args()
+    try:
+        k, n = (int(v) for v in a.part.split("/"))
+    except ValueError:
+        ap.error(f"--part expects K/N with integers 1 <= K <= N, got {a.part!r}")
+    if not 1 <= k <= n:
+        ap.error(f"--part expects K/N with integers 1 <= K <= N, got {a.part!r}")
 
     tests = list_gpu_tests(a.build)
     by_exe = OrderedDict()  # executable -> (workdir, [case names])
@@ -112,6 +123,12 @@ def main():
     log = open(a.log, "w") if a.log else sys.stderr
     log.write(f"{len(tests)} gpu tests: {sum(len(c) for _, c in by_exe.values())} GoogleTest cases "
               f"in {len(by_exe)} executables, {len(others)} others\n")
+    if n > 1:
+        by_exe = OrderedDict((exe, (workdir, cases[k - 1::n]))
+                             for exe, (workdir, cases) in by_exe.items() if cases[k - 1::n])
+        others = others[k - 1::n]
+        log.write(f"part {k}/{n}: {sum(len(c) for _, c in by_exe.values())} GoogleTest cases, "
+                  f"{len(others)} others\n")
     if tests:
         log.write("first test as ctest lists it: " + json.dumps(tests[0])[:600] + "\n")
     outcome = OrderedDict()
@@ -126,7 +143,7 @@ def main():
     for n in failed:
         print(f"FAILED {n}")
     passed = len(outcome) - len(failed)
-    print(f"passed {passed} | failed {len(failed)}")
+    print(f"passed {passed} | failed {len(failed)}" + (f" | part {k}/{n}" if n > 1 else ""))
     return 0 if not failed and passed > 0 else 1
 
 
