@@ -1,0 +1,344 @@
+// Wide warp-rows lab (not part of the library; bench/persistent/NOTES.md, "Warp rows past
+// H = 1152"): the vanilla warp-rows forward (src/persistent/warp_rows_kernel.cuh) for layers
+// whose rows do not fit the registers, as at ReLU H = 2048 (16.8 MB of fp32 W_hh, 127 KB an SM):
+// each lane keeps the columns of its first kReg record slots in registers and the rest in shared
+// memory. Measures whether such a step gets near the library's H = 1152 step.
+//   h_t[b] = relu(u_t[b] + W h_{t-1}[b]),  h_{-1} = 0,  u given (the input side and biases)
+// Layout:  W [H, H] row-major; u, out [T, B, H]; exchange: two buffers (step parity) of [B, K]
+//          records, K = ceil(H / 3), record (b, k) = {h[b][3k..3k+2], tag} (0 past H).
+// Launch:  cooperative, ceil(K / kW) CTAs of kW warps; warp w of CTA c owns record k = c·kW + w
+//          (rows 3k..3k+2) for every batch element (B ≤ kBB, one batch group). Lane l holds the
+//          columns of record slots j = l + 32·i: i < kReg in registers (9 weights each), kReg ≤ i
+//          < kReg + kSmem in shared memory ([warp][i - kReg][9][32] floats, conflict-free).
+// Step:    each warp polls the slots i ≡ w (mod kW) of every batch element (tag epoch + s − 1),
+//          stores them into shared memory ([parity][kBB][slots][32] float4), meets the CTA at a
+//          barrier, reads every slot back as its FMAs need it (the shared-memory weights loaded
+//          once per slot for all batch elements), all-reduces its 3·B sums by shuffles, and lane
+//          b finishes batch element b: relu, the record (tag epoch + s), out.
+// Limits:  a lab: on a spin bound or a peer's failure a warp stops waiting and the launch sets
+//          *error (results then wrong, and reported); every CTA must be co-resident (checked).
+// Build:   nvcc -std=c++20 -arch=sm_90 -O3 bench/persistent/wide_rows_lab.cu -o wide_rows_lab
+//          (also the CMake target prnn_wide_rows_lab).
+// Usage:   wide_rows_lab [T]   (default 256): every instantiation below at its H and B = 1, 2, 4.
+// Prints per case: CTAs, registers and spills (cudaFuncGetAttributes), shared memory, µs/step
+// (median of 20 launches timed alone with events) and the max |out − ref| / max |ref| against an
+// fp64 CPU reference (fresh uniform inputs, out poisoned with NaN before the checked launch).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+namespace {
+
+void check(cudaError_t e, const char* what, int line) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "wide_rows_lab: %s: %s (line %d)\n", what, cudaGetErrorString(e), line);
+  std::exit(1);
+}
+#define LAB_CHECK(x) check((x), #x, __LINE__)
+
+struct Params {
+  const float* w;     // [H, H]
+  const float* u;     // [T, B, H]
+  float* out;         // [T, B, H]
+  float4* exchange;   // [2][B][K]
+  unsigned* error;    // set on a spin bound
+  int hidden, batch, steps;
+  unsigned epoch;
+};
+
+constexpr unsigned kSpinBound = 1u << 24;
+
+__device__ __forceinline__ float4 load_record(const float4* p) {
+  float4 v;
+  asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_record(float4* p, float4 v) {
+  asm volatile("st.relaxed.gpu.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y),
+               "f"(v.z), "f"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ unsigned load_volatile(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+template <int kW, int kBB, int kSlots>
+constexpr std::size_t record_smem_bytes() {
+  return std::size_t{2} * kBB * kSlots * 32 * sizeof(float4);
+}
+template <int kW, int kSmem>
+constexpr std::size_t weight_smem_bytes() {
+  return std::size_t{kW} * kSmem * 9 * 32 * sizeof(float);
+}
+
+template <int kW, int kBB, int kReg, int kSmem>
+__global__ void __launch_bounds__(32 * kW, 1) wide_rows_kernel(const Params p) {
+  constexpr int kSlots = kReg + kSmem;
+  constexpr int kOwn = (kSlots + kW - 1) / kW;  // slots a warp polls per batch element
+  extern __shared__ float4 smem[];
+  float4* s_rec = smem;  // [2][kBB][kSlots][32]
+  float* s_w = reinterpret_cast<float*>(smem + 2 * kBB * kSlots * 32);  // [kW][kSmem][9][32]
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int H = p.hidden, B = p.batch, K = (H + 2) / 3;
+  const int rec_k = static_cast<int>(blockIdx.x) * kW + warp, row0 = 3 * rec_k;
+
+  // Weights: slot i, column 3·(lane + 32·i) + c, row row0 + r.
+  auto weight = [&](int i, int r, int c) {
+    const int col = 3 * (lane + 32 * i) + c, row = row0 + r;
+    return col < H && row < H ? p.w[static_cast<std::int64_t>(row) * H + col] : 0.0f;
+  };
+  float w[3][3 * kReg];
+#pragma unroll
+  for (int i = 0; i < kReg; ++i)
+#pragma unroll
+    for (int c = 0; c < 3; ++c)
+#pragma unroll
+      for (int r = 0; r < 3; ++r) w[r][3 * i + c] = weight(i, r, c);
+  float* my_w = s_w + static_cast<std::int64_t>(warp) * kSmem * 9 * 32 + lane;
+  for (int i = 0; i < kSmem; ++i)
+    for (int c = 0; c < 3; ++c)
+      for (int r = 0; r < 3; ++r) my_w[(i * 9 + 3 * c + r) * 32] = weight(kReg + i, r, c);
+  __syncwarp();
+
+  bool failed = false;
+  for (int s = 0; s < p.steps; ++s) {
+    const float4* src = p.exchange + static_cast<std::int64_t>((s - 1) & 1) * B * K;
+    float4* dst = p.exchange + static_cast<std::int64_t>(s & 1) * B * K;
+    const unsigned want = p.epoch + static_cast<unsigned>(s) - 1u;
+    float u[3] = {};
+    if (lane < B)
+#pragma unroll
+      for (int r = 0; r < 3; ++r)
+        if (row0 + r < H) u[r] = p.u[(static_cast<std::int64_t>(s) * B + lane) * H + row0 + r];
+    float acc[3 * kBB];
+#pragma unroll
+    for (int i = 0; i < 3 * kBB; ++i) acc[i] = 0.0f;
+    if (s > 0) {
+      // This warp's share of the slots, all loads in flight, the stale ones reloaded.
+      float4 rec[kBB][kOwn];
+#pragma unroll
+      for (int b = 0; b < kBB; ++b)
+#pragma unroll
+        for (int o = 0; o < kOwn; ++o) {
+          const int i = warp + kW * o, k = lane + 32 * i;
+          rec[b][o] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
+          if (b < B && i < kSlots && k < K)
+            rec[b][o] = load_record(src + static_cast<std::int64_t>(b) * K + k);
+        }
+      for (unsigned spins = 0;; ++spins) {
+        bool ready = true;
+#pragma unroll
+        for (int b = 0; b < kBB; ++b)
+#pragma unroll
+          for (int o = 0; o < kOwn; ++o) ready &= __float_as_uint(rec[b][o].w) == want;
+        if (__all_sync(0xFFFFFFFFu, ready)) break;
+        if (failed || spins > kSpinBound ||
+            ((spins & 1023u) == 1023u && load_volatile(p.error) != 0u)) {
+          if (lane == 0 && !failed) atomicExch(p.error, 1u);
+          failed = true;
+          break;
+        }
+#pragma unroll
+        for (int b = 0; b < kBB; ++b)
+#pragma unroll
+          for (int o = 0; o < kOwn; ++o) {
+            const int i = warp + kW * o, k = lane + 32 * i;
+            if (__float_as_uint(rec[b][o].w) != want && b < B && i < kSlots && k < K)
+              rec[b][o] = load_record(src + static_cast<std::int64_t>(b) * K + k);
+          }
+      }
+      float4* s_par = s_rec + static_cast<std::int64_t>(s & 1) * kBB * kSlots * 32 + lane;
+#pragma unroll
+      for (int b = 0; b < kBB; ++b)
+#pragma unroll
+        for (int o = 0; o < kOwn; ++o) {
+          const int i = warp + kW * o;
+          if (i < kSlots) s_par[(b * kSlots + i) * 32] = rec[b][o];
+        }
+      __syncthreads();
+      // Register slots.
+#pragma unroll
+      for (int i = 0; i < kReg; ++i)
+#pragma unroll
+        for (int b = 0; b < kBB; ++b) {
+          const float4 h = s_par[(b * kSlots + i) * 32];
+          const float hv[3] = {h.x, h.y, h.z};
+#pragma unroll
+          for (int c = 0; c < 3; ++c)
+#pragma unroll
+            for (int r = 0; r < 3; ++r) acc[3 * b + r] = fmaf(w[r][3 * i + c], hv[c], acc[3 * b + r]);
+        }
+      // Shared-memory slots: 9 weights loaded once for every batch element.
+#pragma unroll 2
+      for (int i = 0; i < kSmem; ++i) {
+        float ws[9];
+#pragma unroll
+        for (int e = 0; e < 9; ++e) ws[e] = my_w[(i * 9 + e) * 32];
+#pragma unroll
+        for (int b = 0; b < kBB; ++b) {
+          const float4 h = s_par[(b * kSlots + kReg + i) * 32];
+          const float hv[3] = {h.x, h.y, h.z};
+#pragma unroll
+          for (int c = 0; c < 3; ++c)
+#pragma unroll
+            for (int r = 0; r < 3; ++r) acc[3 * b + r] = fmaf(ws[3 * c + r], hv[c], acc[3 * b + r]);
+        }
+      }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+        for (int i = 0; i < 3 * kBB; ++i) acc[i] += __shfl_xor_sync(0xFFFFFFFFu, acc[i], off);
+    }
+    // Lane b finishes batch element b.
+#pragma unroll
+    for (int b = 0; b < kBB; ++b) {
+      if (lane != b || b >= B || rec_k >= K) continue;
+      float h[3];
+#pragma unroll
+      for (int r = 0; r < 3; ++r) h[r] = row0 + r < H ? fmaxf(u[r] + acc[3 * b + r], 0.0f) : 0.0f;
+      if (s + 1 < p.steps)
+        store_record(dst + static_cast<std::int64_t>(b) * K + rec_k,
+                     make_float4(h[0], h[1], h[2], __uint_as_float(p.epoch + static_cast<unsigned>(s))));
+#pragma unroll
+      for (int r = 0; r < 3; ++r)
+        if (row0 + r < H) p.out[(static_cast<std::int64_t>(s) * B + b) * H + row0 + r] = h[r];
+    }
+  }
+}
+
+// One instantiation's runs at its H and every B ≤ kBB in {1, 2, 4}.
+template <int kW, int kBB, int kReg, int kSmem>
+void run_case(int H, int T, std::mt19937& rng) {
+  constexpr int kSlots = kReg + kSmem;
+  const int K = (H + 2) / 3, ctas = (K + kW - 1) / kW;
+  auto kernel = wide_rows_kernel<kW, kBB, kReg, kSmem>;
+  const std::size_t smem = record_smem_bytes<kW, kBB, kSlots>() + weight_smem_bytes<kW, kSmem>();
+  std::printf("H=%d W=%d BB=%d reg=%d smem_slots=%d:", H, kW, kBB, kReg, kSmem);
+  if (32 * kSlots < K) {
+    std::printf(" %d slots hold %d of %d records: skipped\n", kSlots, 32 * kSlots, K);
+    return;
+  }
+  LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(smem)));
+  cudaFuncAttributes attr{};
+  LAB_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  int per_sm = 0, sms = 0, device = 0;
+  LAB_CHECK(cudaGetDevice(&device));
+  LAB_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  LAB_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * kW, smem));
+  std::printf(" %d CTAs, %d registers, %zu B spilled (local), %.1f KiB shared\n", ctas,
+              attr.numRegs, attr.localSizeBytes, smem / 1024.0);
+  if (per_sm * sms < ctas) {
+    std::printf("  not co-resident (%d per SM, %d SMs)\n", per_sm, sms);
+    return;
+  }
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(H));
+  std::vector<float> w(static_cast<std::size_t>(H) * H);
+  for (float& v : w) v = scale * uni(rng);
+  for (int B : {1, 2, 4}) {
+    if (B > kBB) continue;
+    std::vector<float> u(static_cast<std::size_t>(T) * B * H);
+    for (float& v : u) v = uni(rng);
+    // fp64 reference.
+    std::vector<double> ref(u.size()), h(static_cast<std::size_t>(B) * H, 0.0);
+    for (int t = 0; t < T; ++t) {
+      std::vector<double> next(h.size());
+      for (int b = 0; b < B; ++b)
+        for (int r = 0; r < H; ++r) {
+          double a = u[(static_cast<std::size_t>(t) * B + b) * H + r];
+          for (int c = 0; c < H; ++c) a += static_cast<double>(w[static_cast<std::size_t>(r) * H + c]) * h[b * H + c];
+          next[b * H + r] = a > 0.0 ? a : 0.0;
+        }
+      h = next;
+      std::copy(h.begin(), h.end(), ref.begin() + static_cast<std::ptrdiff_t>(t) * B * H);
+    }
+    float *dw, *du, *dout;
+    float4* dx;
+    unsigned* derr;
+    LAB_CHECK(cudaMalloc(&dw, w.size() * sizeof(float)));
+    LAB_CHECK(cudaMalloc(&du, u.size() * sizeof(float)));
+    LAB_CHECK(cudaMalloc(&dout, u.size() * sizeof(float)));
+    LAB_CHECK(cudaMalloc(&dx, std::size_t{2} * B * K * sizeof(float4)));
+    LAB_CHECK(cudaMalloc(&derr, sizeof(unsigned)));
+    LAB_CHECK(cudaMemcpy(dw, w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice));
+    LAB_CHECK(cudaMemcpy(du, u.data(), u.size() * sizeof(float), cudaMemcpyHostToDevice));
+    LAB_CHECK(cudaMemset(dx, 0, std::size_t{2} * B * K * sizeof(float4)));
+    LAB_CHECK(cudaMemset(derr, 0, sizeof(unsigned)));
+    Params p{dw, du, dout, dx, derr, H, B, T, 1u};
+    auto launch = [&] {
+      void* args[] = {&p};
+      LAB_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(ctas),
+                                            dim3(32 * kW), args, smem, nullptr));
+      p.epoch += static_cast<unsigned>(T);
+    };
+    LAB_CHECK(cudaMemset(dout, 0xFF, u.size() * sizeof(float)));  // NaN
+    launch();
+    LAB_CHECK(cudaDeviceSynchronize());
+    std::vector<float> out(u.size());
+    LAB_CHECK(cudaMemcpy(out.data(), dout, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    double worst = 0.0, big = 0.0;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const double d = std::fabs(out[i] - ref[i]);
+      worst = std::isnan(out[i]) ? INFINITY : std::max(worst, d);
+      big = std::max(big, std::fabs(ref[i]));
+    }
+    cudaEvent_t e0, e1;
+    LAB_CHECK(cudaEventCreate(&e0));
+    LAB_CHECK(cudaEventCreate(&e1));
+    std::vector<float> us;
+    for (int i = 0; i < 23; ++i) {
+      LAB_CHECK(cudaEventRecord(e0));
+      launch();
+      LAB_CHECK(cudaEventRecord(e1));
+      LAB_CHECK(cudaEventSynchronize(e1));
+      float ms = 0.0f;
+      LAB_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      if (i >= 3) us.push_back(1000.0f * ms / static_cast<float>(T));
+    }
+    std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+    unsigned err = 0;
+    LAB_CHECK(cudaMemcpy(&err, derr, sizeof(unsigned), cudaMemcpyDeviceToHost));
+    std::printf("  B=%d: %.3f us/step  max rel err %.2e%s\n", B, us[us.size() / 2], worst / big,
+                err != 0 ? "  (a spin bound was hit: results invalid)" : "");
+    LAB_CHECK(cudaEventDestroy(e0));
+    LAB_CHECK(cudaEventDestroy(e1));
+    LAB_CHECK(cudaFree(dw));
+    LAB_CHECK(cudaFree(du));
+    LAB_CHECK(cudaFree(dout));
+    LAB_CHECK(cudaFree(dx));
+    LAB_CHECK(cudaFree(derr));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int T = argc > 1 ? std::atoi(argv[1]) : 256;
+  if (T < 2) {
+    std::fprintf(stderr, "wide_rows_lab: expected T >= 2, got %d\n", T);
+    return 1;
+  }
+  std::mt19937 rng(std::random_device{}());
+  // H = 1152 (K = 384, 12 slots) as the library holds it, all in registers, and with half the
+  // slots in shared memory: what the shared-memory weights cost at the same exchange.
+  run_case<3, 4, 12, 0>(1152, T, rng);
+  run_case<3, 4, 6, 6>(1152, T, rng);
+  // H = 2048 (K = 683, 22 slots): 6 warps (114 CTAs) or 8 (86), 12 or 16 slots in registers.
+  run_case<6, 4, 12, 10>(2048, T, rng);
+  run_case<6, 4, 16, 6>(2048, T, rng);
+  run_case<8, 4, 12, 10>(2048, T, rng);
+  run_case<6, 2, 16, 6>(2048, T, rng);
+  return 0;
+}
