@@ -140,8 +140,8 @@ def main():
         log.close()
 
     failed = [n for n, ok in outcome.items() if not ok]
-    for n in failed:
-        print(f"FAILED {n}")
+    for name in failed:
+        print(f"FAILED {name}")
     passed = len(outcome) - len(failed)
     print(f"passed {passed} | failed {len(failed)}" + (f" | part {k}/{n}" if n > 1 else ""))
     return 0 if not failed and passed > 0 else 1

@@ -17,12 +17,13 @@
 //          b finishes batch element b: relu, the record (tag epoch + s), out.
 // Limits:  a lab: on a spin bound or a peer's failure a warp stops waiting and the launch sets
 //          *error (results then wrong, and reported); every CTA must be co-resident (checked).
-// Build:   nvcc -std=c++20 -arch=sm_90 -O3 bench/persistent/wide_rows_lab.cu -o wide_rows_lab
-//          (also the CMake target prnn_wide_rows_lab).
+// Build:   the CMake target prnn_wide_rows_lab (the records' loads and stores are the library's,
+//          persistent/kernel_common.cuh; the timing bench/bench_timer.h's).
 // Usage:   wide_rows_lab [T]   (default 256): every instantiation below at its H and B = 1, 2, 4.
 // Prints per case: CTAs, registers and spills (cudaFuncGetAttributes), shared memory, µs/step
-// (median of 20 launches timed alone with events) and the max |out − ref| / max |ref| against an
-// fp64 CPU reference (fresh uniform inputs, out poisoned with NaN before the checked launch).
+// (median of 20 launches timed alone with events, after 3: bench_timer.h's median_us) and the max
+// |out − ref| / max |ref| against an fp64 CPU reference (fresh uniform inputs, out poisoned with
+// NaN before the checked launch).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,43 +31,32 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <random>
 #include <vector>
 
+#include "bench/bench_timer.h"
+#include "core/cuda_check.h"
+#include "persistent/kernel_common.cuh"
+
 namespace {
 
-void check(cudaError_t e, const char* what, int line) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "wide_rows_lab: %s: %s (line %d)\n", what, cudaGetErrorString(e), line);
-  std::exit(1);
-}
-#define LAB_CHECK(x) check((x), #x, __LINE__)
+using prnn::persistent::load_record;
+using prnn::persistent::store_record;
+using prnn::persistent::tagged;
 
 struct Params {
-  const float* w;     // [H, H]
-  const float* u;     // [T, B, H]
-  float* out;         // [T, B, H]
-  float4* exchange;   // [2][B][K]
-  unsigned* error;    // set on a spin bound
+  const float* w;    // [H, H]
+  const float* u;    // [T, B, H]
+  float* out;        // [T, B, H]
+  float4* exchange;  // [2][B][K]
+  unsigned* error;   // set on a spin bound
   int hidden, batch, steps;
   unsigned epoch;
 };
 
 constexpr unsigned kSpinBound = 1u << 24;
 
-__device__ __forceinline__ float4 load_record(const float4* p) {
-  float4 v;
-  asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
-}
-__device__ __forceinline__ void store_record(float4* p, float4 v) {
-  asm volatile("st.relaxed.gpu.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y),
-               "f"(v.z), "f"(v.w)
-               : "memory");
-}
 __device__ __forceinline__ unsigned load_volatile(const unsigned* p) {
   unsigned v;
   asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -87,7 +77,7 @@ __global__ void __launch_bounds__(32 * kW, 1) wide_rows_kernel(const Params p) {
   constexpr int kSlots = kReg + kSmem;
   constexpr int kOwn = (kSlots + kW - 1) / kW;  // slots a warp polls per batch element
   extern __shared__ float4 smem[];
-  float4* s_rec = smem;  // [2][kBB][kSlots][32]
+  float4* s_rec = smem;                                                 // [2][kBB][kSlots][32]
   float* s_w = reinterpret_cast<float*>(smem + 2 * kBB * kSlots * 32);  // [kW][kSmem][9][32]
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int H = p.hidden, B = p.batch, K = (H + 2) / 3;
@@ -141,7 +131,7 @@ __global__ void __launch_bounds__(32 * kW, 1) wide_rows_kernel(const Params p) {
 #pragma unroll
         for (int b = 0; b < kBB; ++b)
 #pragma unroll
-          for (int o = 0; o < kOwn; ++o) ready &= __float_as_uint(rec[b][o].w) == want;
+          for (int o = 0; o < kOwn; ++o) ready &= tagged(rec[b][o], want);
         if (__all_sync(0xFFFFFFFFu, ready)) break;
         if (failed || spins > kSpinBound ||
             ((spins & 1023u) == 1023u && load_volatile(p.error) != 0u)) {
@@ -154,7 +144,7 @@ __global__ void __launch_bounds__(32 * kW, 1) wide_rows_kernel(const Params p) {
 #pragma unroll
           for (int o = 0; o < kOwn; ++o) {
             const int i = warp + kW * o, k = lane + 32 * i;
-            if (__float_as_uint(rec[b][o].w) != want && b < B && i < kSlots && k < K)
+            if (!tagged(rec[b][o], want) && b < B && i < kSlots && k < K)
               rec[b][o] = load_record(src + static_cast<std::int64_t>(b) * K + k);
           }
       }
@@ -177,9 +167,10 @@ __global__ void __launch_bounds__(32 * kW, 1) wide_rows_kernel(const Params p) {
 #pragma unroll
           for (int c = 0; c < 3; ++c)
 #pragma unroll
-            for (int r = 0; r < 3; ++r) acc[3 * b + r] = fmaf(w[r][3 * i + c], hv[c], acc[3 * b + r]);
+            for (int r = 0; r < 3; ++r)
+              acc[3 * b + r] = fmaf(w[r][3 * i + c], hv[c], acc[3 * b + r]);
         }
-      // Shared-memory slots: 9 weights loaded once for every batch element.
+        // Shared-memory slots: 9 weights loaded once for every batch element.
 #pragma unroll 2
       for (int i = 0; i < kSmem; ++i) {
         float ws[9];
@@ -208,8 +199,9 @@ __global__ void __launch_bounds__(32 * kW, 1) wide_rows_kernel(const Params p) {
 #pragma unroll
       for (int r = 0; r < 3; ++r) h[r] = row0 + r < H ? fmaxf(u[r] + acc[3 * b + r], 0.0f) : 0.0f;
       if (s + 1 < p.steps)
-        store_record(dst + static_cast<std::int64_t>(b) * K + rec_k,
-                     make_float4(h[0], h[1], h[2], __uint_as_float(p.epoch + static_cast<unsigned>(s))));
+        store_record(
+            dst + static_cast<std::int64_t>(b) * K + rec_k,
+            make_float4(h[0], h[1], h[2], __uint_as_float(p.epoch + static_cast<unsigned>(s))));
 #pragma unroll
       for (int r = 0; r < 3; ++r)
         if (row0 + r < H) p.out[(static_cast<std::int64_t>(s) * B + b) * H + row0 + r] = h[r];
@@ -229,14 +221,14 @@ void run_case(int H, int T, std::mt19937& rng) {
     std::printf(" %d slots hold %d of %d records: skipped\n", kSlots, 32 * kSlots, K);
     return;
   }
-  LAB_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smem)));
+  PRNN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem)));
   cudaFuncAttributes attr{};
-  LAB_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  PRNN_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
   int per_sm = 0, sms = 0, device = 0;
-  LAB_CHECK(cudaGetDevice(&device));
-  LAB_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  LAB_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * kW, smem));
+  PRNN_CUDA_CHECK(cudaGetDevice(&device));
+  PRNN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  PRNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * kW, smem));
   std::printf(" %d CTAs, %d registers, %zu B spilled (local), %.1f KiB shared\n", ctas,
               attr.numRegs, attr.localSizeBytes, smem / 1024.0);
   if (per_sm * sms < ctas) {
@@ -258,7 +250,8 @@ void run_case(int H, int T, std::mt19937& rng) {
       for (int b = 0; b < B; ++b)
         for (int r = 0; r < H; ++r) {
           double a = u[(static_cast<std::size_t>(t) * B + b) * H + r];
-          for (int c = 0; c < H; ++c) a += static_cast<double>(w[static_cast<std::size_t>(r) * H + c]) * h[b * H + c];
+          for (int c = 0; c < H; ++c)
+            a += static_cast<double>(w[static_cast<std::size_t>(r) * H + c]) * h[b * H + c];
           next[b * H + r] = a > 0.0 ? a : 0.0;
         }
       h = next;
@@ -267,64 +260,50 @@ void run_case(int H, int T, std::mt19937& rng) {
     float *dw, *du, *dout;
     float4* dx;
     unsigned* derr;
-    LAB_CHECK(cudaMalloc(&dw, w.size() * sizeof(float)));
-    LAB_CHECK(cudaMalloc(&du, u.size() * sizeof(float)));
-    LAB_CHECK(cudaMalloc(&dout, u.size() * sizeof(float)));
-    LAB_CHECK(cudaMalloc(&dx, std::size_t{2} * B * K * sizeof(float4)));
-    LAB_CHECK(cudaMalloc(&derr, sizeof(unsigned)));
-    LAB_CHECK(cudaMemcpy(dw, w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice));
-    LAB_CHECK(cudaMemcpy(du, u.data(), u.size() * sizeof(float), cudaMemcpyHostToDevice));
-    LAB_CHECK(cudaMemset(dx, 0, std::size_t{2} * B * K * sizeof(float4)));
-    LAB_CHECK(cudaMemset(derr, 0, sizeof(unsigned)));
+    PRNN_CUDA_CHECK(cudaMalloc(&dw, w.size() * sizeof(float)));
+    PRNN_CUDA_CHECK(cudaMalloc(&du, u.size() * sizeof(float)));
+    PRNN_CUDA_CHECK(cudaMalloc(&dout, u.size() * sizeof(float)));
+    PRNN_CUDA_CHECK(cudaMalloc(&dx, std::size_t{2} * B * K * sizeof(float4)));
+    PRNN_CUDA_CHECK(cudaMalloc(&derr, sizeof(unsigned)));
+    PRNN_CUDA_CHECK(cudaMemcpy(dw, w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice));
+    PRNN_CUDA_CHECK(cudaMemcpy(du, u.data(), u.size() * sizeof(float), cudaMemcpyHostToDevice));
+    PRNN_CUDA_CHECK(cudaMemset(dx, 0, std::size_t{2} * B * K * sizeof(float4)));
+    PRNN_CUDA_CHECK(cudaMemset(derr, 0, sizeof(unsigned)));
     Params p{dw, du, dout, dx, derr, H, B, T, 1u};
     auto launch = [&] {
       void* args[] = {&p};
-      LAB_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(ctas),
-                                            dim3(32 * kW), args, smem, nullptr));
+      PRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(ctas),
+                                                  dim3(32 * kW), args, smem, nullptr));
       p.epoch += static_cast<unsigned>(T);
     };
-    LAB_CHECK(cudaMemset(dout, 0xFF, u.size() * sizeof(float)));  // NaN
+    PRNN_CUDA_CHECK(cudaMemset(dout, 0xFF, u.size() * sizeof(float)));  // NaN
     launch();
-    LAB_CHECK(cudaDeviceSynchronize());
+    PRNN_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> out(u.size());
-    LAB_CHECK(cudaMemcpy(out.data(), dout, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    PRNN_CUDA_CHECK(
+        cudaMemcpy(out.data(), dout, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
     double worst = 0.0, big = 0.0;
     for (std::size_t i = 0; i < out.size(); ++i) {
       const double d = std::fabs(out[i] - ref[i]);
       worst = std::isnan(out[i]) ? INFINITY : std::max(worst, d);
       big = std::max(big, std::fabs(ref[i]));
     }
-    cudaEvent_t e0, e1;
-    LAB_CHECK(cudaEventCreate(&e0));
-    LAB_CHECK(cudaEventCreate(&e1));
-    std::vector<float> us;
-    for (int i = 0; i < 23; ++i) {
-      LAB_CHECK(cudaEventRecord(e0));
-      launch();
-      LAB_CHECK(cudaEventRecord(e1));
-      LAB_CHECK(cudaEventSynchronize(e1));
-      float ms = 0.0f;
-      LAB_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      if (i >= 3) us.push_back(1000.0f * ms / static_cast<float>(T));
-    }
-    std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+    const double us = prnn::bench::median_us(launch, 20, 3) / T;
     unsigned err = 0;
-    LAB_CHECK(cudaMemcpy(&err, derr, sizeof(unsigned), cudaMemcpyDeviceToHost));
-    std::printf("  B=%d: %.3f us/step  max rel err %.2e%s\n", B, us[us.size() / 2], worst / big,
+    PRNN_CUDA_CHECK(cudaMemcpy(&err, derr, sizeof(unsigned), cudaMemcpyDeviceToHost));
+    std::printf("  B=%d: %.3f us/step  max rel err %.2e%s\n", B, us, worst / big,
                 err != 0 ? "  (a spin bound was hit: results invalid)" : "");
-    LAB_CHECK(cudaEventDestroy(e0));
-    LAB_CHECK(cudaEventDestroy(e1));
-    LAB_CHECK(cudaFree(dw));
-    LAB_CHECK(cudaFree(du));
-    LAB_CHECK(cudaFree(dout));
-    LAB_CHECK(cudaFree(dx));
-    LAB_CHECK(cudaFree(derr));
+    PRNN_CUDA_CHECK(cudaFree(dw));
+    PRNN_CUDA_CHECK(cudaFree(du));
+    PRNN_CUDA_CHECK(cudaFree(dout));
+    PRNN_CUDA_CHECK(cudaFree(dx));
+    PRNN_CUDA_CHECK(cudaFree(derr));
   }
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   const int T = argc > 1 ? std::atoi(argv[1]) : 256;
   if (T < 2) {
     std::fprintf(stderr, "wide_rows_lab: expected T >= 2, got %d\n", T);
@@ -341,4 +320,7 @@ int main(int argc, char** argv) {
   run_case<8, 4, 12, 10>(2048, T, rng);
   run_case<6, 2, 16, 6>(2048, T, rng);
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "wide_rows_lab: %s\n", e.what());
+  return 1;
 }

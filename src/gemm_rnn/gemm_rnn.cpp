@@ -326,7 +326,7 @@ void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
                          reinterpret_cast<std::uintptr_t>(in) % 16 == 0;
       if (!fused)
         rows_gemm(h, knobs_.skinny_gemm, true, T_ * B_, GH_, I, in, I, a.params + o.w_ih, I,
-                        0.0f, P, GH_, all_steps_math(desc_));
+                  0.0f, P, GH_, all_steps_math(desc_));
       // The gated cells' initial state the backward needs: LSTM c0, GRU h0 (zeros if absent).
       const float* user_init = lstm_ ? a.c0 : gru_ ? a.h0 : nullptr;
       if (lstm_ || gru_) {
@@ -553,7 +553,7 @@ void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
           beta = 1.0f;
         }
         rows_gemm(h, knobs_.skinny_gemm, false, B_, H_, GH_, dQ + time_of(d, 0) * BGH, GH_,
-                        a.params + o.w_hh, H_, beta, dh0, H_);
+                  a.params + o.w_hh, H_, beta, dh0, H_);
       }
       if (lstm_ && a.dc0 != nullptr)
         PRNN_CUDA_CHECK(cudaMemcpyAsync(a.dc0 + (l * D_ + d) * BH, carry_.data(), f32_bytes(BH),
@@ -566,8 +566,8 @@ void GemmRnn::enqueue_backward_data(const BackwardDataArgs& a, cudaStream_t s) {
     if (din != nullptr)
       for (int d = 0; d < D_; ++d)
         rows_gemm(h, knobs_.skinny_gemm, false, T_ * B_, I, GH_, dpre(l, d), GH_,
-                        a.params + offsets(l, d).w_ih, I, d == 0 && !residual ? 0.0f : 1.0f, din,
-                        I, all_steps_math(desc_));
+                  a.params + offsets(l, d).w_ih, I, d == 0 && !residual ? 0.0f : 1.0f, din, I,
+                  all_steps_math(desc_));
     dout = din;
   }
 }
