@@ -60,14 +60,29 @@ std::string why_not(const SkinnyGemmArgs& a, const DeviceInfo& d) {
   return {};
 }
 
-// The plan of a problem why_not accepted: `split` when given, else split_of's.
-SkinnyPlan plan_of(const SkinnyGemmArgs& a, const DeviceInfo& d, std::optional<int> split) {
+// The plan of a problem why_not accepted with tiles of `tile_rows`: `split` when given, else
+// split_of's.
+SkinnyPlan plan_with(const SkinnyGemmArgs& a, const DeviceInfo& d, int tile_rows,
+                     std::optional<int> split) {
   SkinnyPlan plan;
-  plan.tile_rows = skinny_tile_rows(a.M);
+  plan.tile_rows = tile_rows;
   plan.split = split.has_value() ? *split : split_of(a, plan.tile_rows, d.sm_count);
   plan.k_slice = ceil_div(ceil_div(a.K, plan.split), 4) * 4;
   plan.ctas = plan.split * ceil_div(a.N, kSkinnyTileCols) * ceil_div(a.M, plan.tile_rows);
   return plan;
+}
+
+// The plan of a problem why_not accepted. At M = 33..64 both 32- and 64-row tiles cover M in two
+// row tiles or one: the one whose CTAs each do the fewest products (tile_rows × 64 × k_slice,
+// after the split) wins, 64 rows on a tie. That picks 32 rows for ReLU H = 1152 (108 CTAs of
+// 32 × 64 × 384 against 90 of 64 × 64 × 231: 13.6 → 12.3 µs, bench/gemm/NOTES.md, "32-row
+// tiles") and 64 for the LSTM's K = 4096 (the same CTAs and work, and 64 rows reuse each k
+// twice as often).
+SkinnyPlan plan_of(const SkinnyGemmArgs& a, const DeviceInfo& d, std::optional<int> split) {
+  const SkinnyPlan plan = plan_with(a, d, skinny_tile_rows(a.M), split);
+  if (a.M <= 32 || a.M > 64) return plan;
+  const SkinnyPlan narrow = plan_with(a, d, 32, split);
+  return narrow.tile_rows * narrow.k_slice < plan.tile_rows * plan.k_slice ? narrow : plan;
 }
 
 void launch(const SkinnyGemmArgs& a, const SkinnyPlan& plan, cudaStream_t stream) {
@@ -121,7 +136,8 @@ SkinnyChoice skinny_choice_from_environment() {
 }
 
 bool skinny_auto_takes(const SkinnyGemmArgs& a, const SkinnyPlan& plan) {
-  if (a.b_transposed) return plan.tile_rows == kSkinnyAutoTransposedTileRows;
+  if (a.b_transposed)
+    return a.M >= kSkinnyAutoTransposedMinRows && a.M <= kSkinnyAutoTransposedMaxRows;
   return a.M <= kSkinnyAutoAnySliceRows ||
          (a.M <= kSkinnyAutoRows && plan.k_slice <= kSkinnyAutoSlice);
 }

@@ -1,6 +1,6 @@
 // Skinny fp32 GEMM: C[M, N] = A[M, K] · op(B) + beta·C for few rows (contract in skinny_gemm.h).
 // Tiles:    CTA (r, n, m) of grid (S, ceil(N / 64), ceil(M / BM)) computes the partial tile
-//           C[m·BM, +BM) × [n·64, +64) over k in [r·k_slice, (r + 1)·k_slice); BM = 8, 16 or 64.
+//           C[m·BM, +BM) × [n·64, +64) over k in [r·k_slice, (r + 1)·k_slice); BM = 8, 16, 32 or 64.
 //           Thread tile 8 rows (4 at BM = 8) × 4 columns: thread t is column group t % 16, row
 //           group (t / 16) % RG, k group t / (16·RG) (RG = BM / rows); rows rg + RG·i, columns
 //           cg + 16·j (B [N, K]) or 4·cg + j (B [K, N]), so that a warp's shared-memory reads
@@ -45,7 +45,7 @@ struct Tiles {
   static constexpr int kMinBlocks = 1;  // 16 warps, at most 128 registers a thread
   static constexpr int kKGroups = kThreads / (kColGroups * kRowGroups);
   static constexpr int kSteps = kChunk / 4 / kKGroups;  // float4 steps per k group and chunk
-  static constexpr int kStages = BM == 64 ? 3 : 4;
+  static constexpr int kStages = BM == 64 ? 3 : 4;  // BM = 32: 102 KiB
   static constexpr int kA = BM * kRowStride;                            // floats
   static constexpr int kB = kBT ? kCols * kRowStride : kChunk * kCols;  // floats
   static constexpr int kStage = kA + kB;
@@ -250,6 +250,9 @@ void instantiation(int tile_rows, bool b_transposed, const void** fn, std::size_
   } else if (tile_rows == 16) {
     *fn = b_transposed ? kernel_of<16, true>() : kernel_of<16, false>();
     *bytes = b_transposed ? bytes_of<16, true>() : bytes_of<16, false>();
+  } else if (tile_rows == 32) {
+    *fn = b_transposed ? kernel_of<32, true>() : kernel_of<32, false>();
+    *bytes = b_transposed ? bytes_of<32, true>() : bytes_of<32, false>();
   } else {
     *fn = b_transposed ? kernel_of<64, true>() : kernel_of<64, false>();
     *bytes = b_transposed ? bytes_of<64, true>() : bytes_of<64, false>();
@@ -276,7 +279,7 @@ cudaLaunchConfig_t config(int tile_rows, bool b_transposed, int split, dim3 grid
 
 }  // namespace
 
-int skinny_tile_rows(std::int64_t M) { return M <= 8 ? 8 : M <= 16 ? 16 : 64; }
+int skinny_tile_rows(std::int64_t M) { return M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64; }
 
 cudaError_t skinny_max_active_clusters(int tile_rows, bool b_transposed, int split,
                                        int* clusters) {

@@ -67,14 +67,15 @@ enum class SkinnyChoice : std::uint8_t { Auto, Never, Always };
 inline constexpr std::int64_t kSkinnyAutoRows = 64;
 inline constexpr std::int64_t kSkinnyAutoAnySliceRows = 16;
 inline constexpr std::int64_t kSkinnyAutoSlice = 256;
-inline constexpr int kSkinnyAutoTransposedTileRows = 16;
+inline constexpr std::int64_t kSkinnyAutoTransposedMinRows = 9;
+inline constexpr std::int64_t kSkinnyAutoTransposedMaxRows = 32;
 // Auto's rule for fp32 math, `plan` being `a`'s:
 //   B [K, N] (d(in), dh0): M <= kSkinnyAutoAnySliceRows, or M <= kSkinnyAutoRows with at most
 //     kSkinnyAutoSlice k per CTA (cuBLAS's fp32 kernels for that layout took 11-23 µs at
 //     M <= 64; at 17-64 rows a longer slice, as the LSTM's K = 4H, lost to them);
-//   B [N, K] (the input projection): tiles of kSkinnyAutoTransposedTileRows rows, M = 9..16
-//     (7.4 against 11.1 µs at 16 × 1152 × 1152; at M <= 8 cuBLAS was as fast or faster, and
-//     from M = 17 on it was faster).
+//   B [N, K] (the input projection): M = kSkinnyAutoTransposedMinRows..MaxRows, tiles of 16 or
+//     32 rows (7.4 against 11.1 µs at 16 × 1152 × 1152, 9.3 against 10.7 at 32 rows; at M <= 8
+//     cuBLAS was as fast or faster, and at 33..64 rows it was faster: 11.3 against 12.3).
 bool skinny_auto_takes(const SkinnyGemmArgs& a, const SkinnyPlan& plan);
 SkinnyChoice skinny_choice_from_environment();
 

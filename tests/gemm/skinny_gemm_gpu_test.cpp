@@ -174,7 +174,9 @@ std::vector<Shape> shapes() {
     v.push_back({4, 1152, 1152, bt, 0.0f});    // dh0 at B = 4; T = 1, B = 4 input projection
     v.push_back({4, 1152, 1152, bt, 1.0f});    // dh0 added to a carry (beta = 1)
     v.push_back({16, 1000, 1000, bt, 0.0f});   // the last 16-row tile size
-    v.push_back({17, 65, 129, bt, 0.0f});      // 64-row tiles, one row and one column past
+    v.push_back({17, 65, 129, bt, 0.0f});      // 32-row tiles, one row and one column past
+    v.push_back({32, 1152, 1152, bt, 0.0f});   // T = 8, B = 4: one full 32-row tile
+    v.push_back({29, 131, 403, bt, 1.0f});     // 32-row tiles, partial in rows, columns and k
     v.push_back({64, 1152, 1152, bt, 0.0f});   // T = 16, B = 4
     v.push_back({64, 4608, 1152, bt, 0.0f});   // the LSTM's gate rows: more tiles than SMs
     v.push_back({65, 300, 257, bt, 1.0f});
@@ -189,6 +191,38 @@ std::vector<Shape> shapes() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SkinnyGemmGpu, ::testing::ValuesIn(shapes()), shape_name);
+
+// The tile sizes the plan takes: the smallest tile that covers M up to 32 rows; at 33..64 rows
+// the 32- or 64-row tile whose CTAs each do fewer products (64 on a tie); 64 rows past that.
+TEST(SkinnyGemmGpuPlan, TileRowsFollowTheProductsPerCta) {
+  DeviceBuffer buf(64 * sizeof(float));
+  const float* d = buf.data_as<float>();
+  auto plan = [&](std::int64_t M, std::int64_t N, std::int64_t K, bool bt) {
+    return skinny_plan({M, N, K, bt, d, K, d, bt ? K : N, 0.0f, buf.data_as<float>(), N}, 0);
+  };
+  for (bool bt : {true, false}) {
+    EXPECT_EQ(plan(8, 1152, 1152, bt).tile_rows, 8);
+    EXPECT_EQ(plan(9, 1152, 1152, bt).tile_rows, 16);
+    EXPECT_EQ(plan(17, 1152, 1152, bt).tile_rows, 32);
+    EXPECT_EQ(plan(32, 1152, 1152, bt).tile_rows, 32);
+    EXPECT_EQ(plan(65, 1152, 1152, bt).tile_rows, 64);
+    EXPECT_EQ(plan(130, 1152, 1152, bt).tile_rows, 64);
+  }
+  // At 64 rows on an H100 / H200 (132 SMs): ReLU H = 1152 (T = 16, B = 4) takes 32-row tiles,
+  // 108 CTAs of 32 × 64 × 384 products against 90 of 64 × 64 × 231; the LSTM H = 1024's d(in)
+  // (K = 4096) ties at 96 CTAs of 32 × 64 × 1368 and 64 × 64 × 684, and takes 64 rows
+  // (bench/gemm/NOTES.md, "32-row tiles").
+  auto said = [](const SkinnyPlan& p) {
+    return "tile_rows " + std::to_string(p.tile_rows) + ", split " + std::to_string(p.split) +
+           ", k_slice " + std::to_string(p.k_slice) + ", ctas " + std::to_string(p.ctas);
+  };
+  for (bool bt : {true, false}) {
+    const SkinnyPlan relu = plan(64, 1152, 1152, bt);
+    EXPECT_EQ(relu.tile_rows, 32) << said(relu);
+  }
+  const SkinnyPlan lstm = plan(64, 1024, 4096, false);
+  EXPECT_EQ(lstm.tile_rows, 64) << said(lstm);
+}
 
 TEST(SkinnyGemmGpuErrors, RejectsShortStridesEmptySizesAndTooManyTiles) {
   DeviceBuffer buf(64 * sizeof(float));
