@@ -72,15 +72,21 @@ void pick_tensor_core(Tiling& t, std::int64_t hidden, std::int64_t batch, int sm
                   : fmt::format("forward on tensor cores: {}; backward: {}", forward, t.reason);
 }
 
+// The shared memory a CTA may have on sm_90 (227 KiB), less room for the kernels' static words:
+// the wide warp-rows shapes must fit it (their held weights, records and staging).
+constexpr std::size_t kWarpRowsWideMaxSmemBytes = 227 * 1024 - 1024;
+
 // The warp-rows kernel for vanilla layers at small batches (tiling.h), when a shape holds the
 // layer: the fewest batch elements per warp that keep the batch groups within
 // kWarpRowsMaxGroups; W = the fewest record warps per CTA that fit the SMs; then the fewest
 // records per lane that cover the records, then the smallest launch bound that takes the CTA's
-// warps, then the fewest polled slots that serve W.
+// warps, then the fewest polled slots that serve W. Where no register shape holds the layer, a
+// wide shape (part of each lane's weights in shared memory) at B ≤ kWarpRowsWideMaxBatch: one
+// batch group, the smallest BB ≥ B, where W serves its slots and its shared memory fits.
 void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_count) {
   if (batch > kWarpRowsMaxBatch) return;
-  const std::int64_t per_warp = (batch + kWarpRowsMaxGroups - 1) / kWarpRowsMaxGroups;
-  const std::int64_t groups = (batch + per_warp - 1) / per_warp;
+  std::int64_t per_warp = (batch + kWarpRowsMaxGroups - 1) / kWarpRowsMaxGroups;
+  std::int64_t groups = (batch + per_warp - 1) / per_warp;
   const std::int64_t w = (records + sm_count - 1) / sm_count;  // record warps per batch group
   auto better = [](const WarpRowsShape& s, const WarpRowsShape& b) {
     if (s.records_per_lane != b.records_per_lane) return s.records_per_lane < b.records_per_lane;
@@ -89,10 +95,27 @@ void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_
   };
   for (int i = 0; i < kWarpRowsShapeCount; ++i) {
     const WarpRowsShape& s = kWarpRowsShapes[i];
+    if (s.smem_slots > 0) continue;
     if (s.batch_per_warp != per_warp || std::int64_t{32} * s.records_per_lane < records) continue;
     if (32 * w * groups > s.max_threads) continue;
     if ((s.records_per_lane + w - 1) / w > s.own_slots) continue;
     if (t.warp_rows < 0 || better(s, kWarpRowsShapes[t.warp_rows])) t.warp_rows = i;
+  }
+  if (t.warp_rows < 0 && batch <= kWarpRowsWideMaxBatch) {
+    for (int i = 0; i < kWarpRowsShapeCount; ++i) {
+      const WarpRowsShape& s = kWarpRowsShapes[i];
+      if (s.smem_slots == 0 || s.batch_per_warp < batch ||
+          std::int64_t{32} * s.slots() < records || 32 * w > s.max_threads ||
+          (s.slots() + w - 1) / w > s.own_slots ||
+          warp_rows_smem_bytes(s, 1, static_cast<int>(w), records) > kWarpRowsWideMaxSmemBytes)
+        continue;
+      if (t.warp_rows < 0 || s.batch_per_warp < kWarpRowsShapes[t.warp_rows].batch_per_warp)
+        t.warp_rows = i;
+    }
+    if (t.warp_rows >= 0) {
+      per_warp = kWarpRowsShapes[t.warp_rows].batch_per_warp;
+      groups = 1;
+    }
   }
   if (t.warp_rows < 0) return;
   const WarpRowsShape& s = kWarpRowsShapes[t.warp_rows];
@@ -103,9 +126,12 @@ void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_
   t.finish_barrier = false;
   t.reason = fmt::format(
       "{} CTAs x {} threads, warp rows: each warp 3 hidden units (one record) for {} batch "
-      "element{}, {} f32 weights per thread in registers, {} batch group{} of {} warps per CTA",
+      "element{}, {} f32 weights per thread in registers{}, {} batch group{} of {} warps per CTA",
       t.warp_rows_ctas, t.warp_rows_threads, s.batch_per_warp, s.batch_per_warp == 1 ? "" : "s",
-      9 * s.records_per_lane, groups, groups == 1 ? "" : "s", w);
+      9 * s.records_per_lane,
+      s.smem_slots == 0 ? std::string()
+                        : fmt::format(" and {} in shared memory", 9 * s.smem_slots),
+      groups, groups == 1 ? "" : "s", w);
 }
 
 // The gated warp-rows kernels (tiling.h), both passes, for GRU / LSTM layers at B ≤
@@ -243,7 +269,8 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
         "H={} needs more than the largest {}-gate kernel shape holds in registers on {} SMs "
         "(H <= {}){}",
         hidden, gates, sm_count, max_hidden,
-        gates == 1     ? "; vanilla cells have no shape with W_hh partly in shared memory"
+        gates == 1     ? "; the vanilla shapes with W_hh partly in shared memory (warp rows) stop "
+                         "at H = 2112"
         : !sixteen     ? "; fp32 weights have no tensor-core shape (16-bit weights reach H = 2048)"
         : tensor_cores == TensorCores::Off
             ? "; PRNN_PERSISTENT_TENSOR_CORES=0 turns off the tensor-core shapes, which hold "
@@ -441,15 +468,16 @@ std::vector<ChunkCycles> fma_chunks(const persistent::Tiling& t, bool forward, s
   return chunks;
 }
 
-// The one chunk of a pass of the warp-rows kernel (tiling t): a lane issues 9·kRec FMAs per
-// batch element it holds and 5 shuffles and adds per sum (3 per batch element); the CTA reads
-// each record of the step once (B·records·16 bytes; a batch group's warps share them).
+// The one chunk of a pass of the warp-rows kernel (tiling t): a lane issues 9 FMAs per slot
+// (kRec + smem_slots) and batch element it holds, 9 shared-memory loads per slot held there, and
+// 5 shuffles and adds per sum (3 per batch element); the CTA reads each record of the step once
+// (B·records·16 bytes; a batch group's warps share them).
 std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, std::int64_t records,
                                           std::int64_t batch) {
   const persistent::WarpRowsShape& s = persistent::kWarpRowsShapes[t.warp_rows];
   const std::int64_t bb = s.batch_per_warp;
-  const double instructions =
-      static_cast<double>(9 * s.records_per_lane * bb + 2 * 5 * persistent::kUnitsPerRecord * bb);
+  const double instructions = static_cast<double>(
+      9 * s.slots() * bb + 9 * s.smem_slots + 2 * 5 * persistent::kUnitsPerRecord * bb);
   const double warps_per_scheduler =
       std::max(1.0, static_cast<double>(t.warp_rows_threads) / 32.0 / kSchedulersPerSm);
   return {{kWarpRowsFixedCycles, kIssueCycles * instructions * warps_per_scheduler,

@@ -449,7 +449,8 @@ struct TensorCoreKernel {
 };
 
 // The warp-rows kernels are instantiated per activation and, forward, with and without the input
-// projection as well: I = (shape · 3 + activation) · 2 + projects (the backward's two are one).
+// projection as well: I = (shape · 3 + activation) · 2 + projects (the backward's two are one, and
+// so are a wide shape's: it has no projecting form, projects_input below).
 constexpr int kActivationCount = 3;
 static_assert(static_cast<int>(Activation::ReLU) == 0 &&
               static_cast<int>(Activation::ClippedReLU) == 1 &&
@@ -460,9 +461,9 @@ struct WarpRowsKernel {
   static constexpr KernelFn get() {
     constexpr WarpRowsShape s = kWarpRowsShapes[I / 2 / kActivationCount];
     constexpr Activation A = static_cast<Activation>(I / 2 % kActivationCount);
-    constexpr bool kInput = P == Pass::Forward && I % 2 == 1;
-    return &warp_rows_kernel<s.records_per_lane, s.batch_per_warp, s.max_threads, s.own_slots, A, L,
-                             P, kInput>;
+    constexpr bool kInput = P == Pass::Forward && I % 2 == 1 && s.smem_slots == 0;
+    return &warp_rows_kernel<s.records_per_lane, s.smem_slots, s.batch_per_warp, s.max_threads,
+                             s.own_slots, A, L, P, kInput>;
   }
 };
 
@@ -534,8 +535,8 @@ LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation
       return {
           pick<WarpRowsKernel, kWarpRowsShapeCount * kActivationCount * 2>(index, lengths, pass),
           tiling.warp_rows_ctas, tiling.warp_rows_threads,
-          std::max(warp_rows_smem_bytes(kWarpRowsShapes[tiling.warp_rows], tiling.warp_rows_groups),
-                   warp_rows_weight_smem_bytes(tiling.warp_rows_records, tiling.records)),
+          warp_rows_smem_bytes(kWarpRowsShapes[tiling.warp_rows], tiling.warp_rows_groups,
+                               tiling.warp_rows_records, tiling.records),
           tiling.warp_rows_records};
     }
     case PassKernel::TensorCores: {
@@ -559,9 +560,11 @@ LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation
 }
 
 // Whether the forward of `tiling` has an input projection's form for input_size inputs: the
-// warp-rows kernel, I % 4 == 0 (whether its shared memory fits is fuses_input_projection's).
+// warp-rows kernel but its wide shapes, I % 4 == 0 (whether its shared memory fits is
+// fuses_input_projection's).
 bool projects_input(const Tiling& tiling, std::int64_t input_size) {
-  return tiling.runs() && pass_kernel(tiling, true) == PassKernel::WarpRows && input_size > 0 &&
+  return tiling.runs() && pass_kernel(tiling, true) == PassKernel::WarpRows &&
+         kWarpRowsShapes[tiling.warp_rows].smem_slots == 0 && input_size > 0 &&
          input_size % 4 == 0;
 }
 

@@ -196,32 +196,56 @@ inline constexpr int kTensorCoreShapeCount =
 // registers: BB = 2 at kRec = 12 fits the 168 registers of 384 threads with 4 (W ≥ 3), and at
 // BB = 1 4 slots where 6 are not needed were 0.05 µs/step faster at B = 1 (H = 1152, W = 3;
 // bench/persistent/NOTES.md, "The B = 1 gap"); the planner takes the fewest slots that serve W.
+// Wide shapes (smem_slots > 0) hold layers whose weights outgrow a lane's registers (ReLU
+// H = 2048: 198 weights a lane): a lane's slots past the first kRec live in shared memory,
+// [W][smem_slots][9][32] fp32, each slot's 9 weights loaded once per step for all BB batch
+// elements. One batch group (B ≤ BB), W ≥ 6 record warps (own_slots 4 of 22 slots), 256 threads
+// (255 registers: ptxas sm_90 244-255, no spills). 16 slots in registers and 6 in shared memory:
+// measured in the lab first (bench/persistent/NOTES.md, "Warp rows past H = 1152": an H100 at
+// H = 2048, B = 4, 3.46 µs/step with 16 + 6 slots, 3.77 with 12 + 10).
 struct WarpRowsShape {
-  int records_per_lane = 0;  // kRec: H ≤ 96·kRec
+  int records_per_lane = 0;  // kRec in registers: H ≤ 96·(kRec + smem_slots)
   int batch_per_warp = 1;    // BB
   int max_threads = 0;       // launch bound: 384 threads get 168 registers, 256 and 128 get 255
   int own_slots = 0;         // record slots a warp polls per batch element
+  int smem_slots = 0;        // record slots a lane holds in shared memory, after its kRec
+  constexpr int slots() const { return records_per_lane + smem_slots; }
 };
 inline constexpr WarpRowsShape kWarpRowsShapes[] = {
-    {4, 1, 128, 4},  {8, 1, 128, 8},  {12, 1, 128, 6}, {12, 1, 128, 4}, {4, 1, 256, 4},
-    {8, 1, 256, 8},  {12, 1, 256, 6}, {12, 1, 256, 4}, {4, 1, 384, 4},  {8, 1, 384, 8},
-    {12, 1, 384, 6}, {12, 1, 384, 4}, {4, 2, 256, 4},  {8, 2, 256, 4},  {12, 2, 384, 4},
-    {12, 3, 384, 4},
+    {4, 1, 128, 4},      {8, 1, 128, 8},      {12, 1, 128, 6},     {12, 1, 128, 4},
+    {4, 1, 256, 4},      {8, 1, 256, 8},      {12, 1, 256, 6},     {12, 1, 256, 4},
+    {4, 1, 384, 4},      {8, 1, 384, 8},      {12, 1, 384, 6},     {12, 1, 384, 4},
+    {4, 2, 256, 4},      {8, 2, 256, 4},      {12, 2, 384, 4},     {12, 3, 384, 4},
+    {16, 1, 256, 4, 6},  {16, 2, 256, 4, 6},  {16, 4, 256, 4, 6},
 };
 inline constexpr int kWarpRowsShapeCount =
     static_cast<int>(sizeof(kWarpRowsShapes) / sizeof(kWarpRowsShapes[0]));
-// Its dynamic shared memory: each batch group's records of a step, by step parity,
-// [2][G][BB][kRec][32] float4 (48 KiB at kRec = 12, G = 4, BB = 1).
-constexpr std::size_t warp_rows_smem_bytes(const WarpRowsShape& s, int groups) {
-  return std::size_t{2} * static_cast<std::size_t>(groups) *
-         static_cast<std::size_t>(s.batch_per_warp * s.records_per_lane) * 32 * 16;
-}
+// The wide shapes' limits: one batch group of at most this many batch elements, at least this
+// many record warps (ceil(22 / 4) = 6: own_slots), and so H ≤ 96·22 = 2112.
+inline constexpr int kWarpRowsWideMaxBatch = 4;
+inline constexpr int kWarpRowsWideMinRecordWarps = 6;
+inline constexpr std::int64_t kWarpRowsWideMaxHidden = 96 * 22;
 // The vanilla warp-rows kernel stages its weights through shared memory (warp_rows_kernel.cuh,
 // stage_weights) before the records use that memory (the kernel takes the larger of the two): the
 // CTA's 3·W units over all H ≤ 3·records columns, fp32.
 constexpr std::size_t warp_rows_weight_smem_bytes(int records_per_cta, std::int64_t records) {
   return static_cast<std::size_t>(3 * records_per_cta) *
          static_cast<std::size_t>((3 * records + 3) / 4 * 4) * sizeof(float);
+}
+// A wide shape's weights held in shared memory, at the front: [W][smem_slots][9][32] fp32.
+constexpr std::size_t warp_rows_held_smem_bytes(const WarpRowsShape& s, int records_per_cta) {
+  return static_cast<std::size_t>(records_per_cta) * static_cast<std::size_t>(s.smem_slots) * 9 *
+         32 * sizeof(float);
+}
+// Its dynamic shared memory: the weights held there (wide shapes), then each batch group's
+// records of a step, by step parity, [2][G][BB][slots][32] float4 (48 KiB at kRec = 12, G = 4,
+// BB = 1), or, before the first step, the weights' staging where that is larger.
+constexpr std::size_t warp_rows_smem_bytes(const WarpRowsShape& s, int groups, int records_per_cta,
+                                           std::int64_t records) {
+  const std::size_t shared = std::size_t{2} * static_cast<std::size_t>(groups) *
+                             static_cast<std::size_t>(s.batch_per_warp * s.slots()) * 32 * 16;
+  const std::size_t staging = warp_rows_weight_smem_bytes(records_per_cta, records);
+  return warp_rows_held_smem_bytes(s, records_per_cta) + (shared > staging ? shared : staging);
 }
 // With the input projection in the kernel (forward, rnn_kernels.h), after the records: the CTA's
 // W records' 3 rows of W_ih and two steps of its G batch groups' rows of x, each as
@@ -322,8 +346,9 @@ struct Tiling {
   // (bench/persistent/NOTES.md, "The chunk's chain timed inside the kernel").
   bool finish_barrier = false;
   // Both passes on the warp-rows kernel instead (vanilla cells, B ≤ kWarpRowsMaxBatch, H ≤
-  // 1152): index into kWarpRowsShapes, -1 when the FMA shape runs them; W record warps per batch
-  // group, G batch groups, W·G warps per CTA.
+  // 1152; the wide shapes B ≤ kWarpRowsWideMaxBatch, H ≤ kWarpRowsWideMaxHidden): index into
+  // kWarpRowsShapes, -1 when the FMA shape runs them; W record warps per batch group, G batch
+  // groups, W·G warps per CTA.
   int warp_rows = -1;
   int warp_rows_records = 0, warp_rows_groups = 0, warp_rows_ctas = 0, warp_rows_threads = 0;
   // Both passes of a gated layer on the gated warp-rows kernels (B ≤ kGatedWarpRowsMaxBatch,
@@ -352,8 +377,8 @@ struct Tiling {
 // where none does (H > 1152), at every batch, and only with both passes on them.
 // Unless warp_rows is false, vanilla layers of batch ≤ kWarpRowsMaxBatch whose records fit a
 // warp-rows shape run both passes on it (W = the fewest record warps per CTA that fit the SMs;
-// BB = ceil(B / 4) batch elements per warp, G = ceil(B / BB) batch groups); the FMA shape stays
-// the fallback. Likewise gated layers of batch ≤ kGatedWarpRowsMaxBatch whose records need 2 or
+// BB = ceil(B / 4) batch elements per warp, G = ceil(B / BB) batch groups), or, where no
+// register shape holds them, a wide shape (one batch group); the FMA shape stays the fallback. Likewise gated layers of batch ≤ kGatedWarpRowsMaxBatch whose records need 2 or
 // 3 per SM run on the gated warp-rows kernels, except a 16-bit GRU that has its tensor-core
 // forward (B = 4: measured faster there); a 16-bit LSTM with a tensor-core backward (B = 4)
 // keeps that backward.

@@ -13,7 +13,8 @@
 //           p.warp_records, G = warps / W: warp w of CTA c owns record k = c·W + w % W, i.e. the
 //           3 units [3k, 3k + 3): rows 3k.. of W_hh (forward) or of W_hhᵀ (backward), for the
 //           batch elements g + G·i, i < BB, of its batch group g = w / W. Lane l holds the
-//           columns of records l + 32·j, j < kRec: 9·kRec fp32 weights in registers.
+//           columns of records l + 32·j, j < kRec + kSmem: 9·kRec fp32 weights in registers,
+//           and (the wide shapes, kSmem > 0: layers past H = 1152) 9·kSmem in shared memory.
 // Step:     the W warps of a batch group need the same records: each polls a W-th of them
 //           (record slots j ≡ w (mod W), at most kOwn per batch element; one 16-byte load each,
 //           the stale ones reloaded, all in flight) and leaves them in shared memory, a named
@@ -21,7 +22,8 @@
 //           its FMAs need them (so registers hold only the polled share). So a CTA reads each
 //           record from L2 once: with every warp reading all of them, the L2 reads (W·B·K·16
 //           bytes per SM and step) were the step's limit (NOTES.md, "Rows per warp": 2.1 →
-//           1.0–1.7 µs/step at H = 1152). Then each warp does its 9·kRec·BB FMAs, all-reduces its
+//           1.0–1.7 µs/step at H = 1152). Then each warp does its 9·(kRec + kSmem)·BB FMAs (a
+//           held slot's 9 weights loaded from shared memory once for its BB), all-reduces its
 //           3·BB sums across the warp by shuffles (every lane ends with the same sums, added in the
 //           same order: deterministic), and lane i finishes batch element g + G·i: its 3 units'
 //           cell math (kernel_common.cuh) and the record (tag epoch + s). Then the step's other
@@ -41,14 +43,16 @@
 //           columns 4·(l + 32j) .. + 3 (I % 4 == 0, x 16-byte aligned: the host's condition).
 //           The sum's order is fixed: projection terms, then W_hh's.
 // On chip:  the weights in registers (staged through shared memory first, but for kInput:
-//           stage_weights below); shared memory [2 (step parity)][G][BB][kRec][32]
+//           stage_weights below); shared memory: the held weights [W][kSmem][9][32] fp32 (the
+//           CTA's, shared by its batch groups), then [2 (step parity)][G][BB][kRec + kSmem][32]
 //           records (warp_rows_smem_bytes in tiling.h), then, projecting, [W][3][nch][32] float4 of
 //           W_ih and [2 (step parity)][G][BB][nch][32] float4 of x, nch = ceil(I / 128)
 //           (warp_rows_input_smem_bytes).
 // Sync:     none besides the tagged records. Two buffers suffice: a warp publishes its record of
 //           step s for batch element b only after reading all of b's records of step s−1, whose
 //           producers published them only after reading all of b's records of step s−2.
-// Limits:   ceil(H/3) ≤ 32·kRec; B ≤ G·BB; ceil(kRec / W) ≤ kOwn; G ≤ 15 (named barriers 1..G);
+// Limits:   ceil(H/3) ≤ 32·(kRec + kSmem); B ≤ G·BB; ceil((kRec + kSmem) / W) ≤ kOwn; G ≤ 15
+//           (named barriers 1..G); no kInput form with kSmem > 0;
 //           every wait bounded by timeout_ns (then kStatusTimeout: the warp still meets its
 //           group at the barrier, which ORs the warps' failures, and the whole group leaves).
 //           Included by rnn_kernels.cu only.
@@ -68,10 +72,14 @@ namespace prnn::persistent {
 // + u] (a row's U units contiguous). Loaded straight from global memory, a warp's transposed
 // weights took one L1 wavefront per lane and load (32 scattered rows), and the backward's launch
 // took about 19 µs more than the forward's (ReLU H = 1152, B = 4, H100: bench/persistent/NOTES.md,
-// "The backward's weights"). Every thread of the CTA calls it; it syncs the CTA twice.
-template <bool kT, int kRec>
+// "The backward's weights"). A wide shape's slots past kRec go from there to `held`
+// ([kSmem][9][32] for this warp's units, entry (i·9 + 3c + r)·32 + lane: column 3·(lane + 32·(kRec
+// + i)) + c, unit 3·ur + r), written where `fill` (one warp per record: the held weights are the
+// CTA's, not a batch group's). Every thread of the CTA calls it; it syncs the CTA twice.
+template <bool kT, int kRec, int kSmem>
 __device__ __forceinline__ void stage_weights(const Params& p, float* s, int unit0, int U, int ur,
-                                              int lane, float (&w)[kR3][kR3 * kRec]) {
+                                              int lane, float (&w)[kR3][kR3 * kRec], float* held,
+                                              bool fill) {
   const int H = p.hidden, Hp = (H + 3) & ~3;
   auto copy = [](float* to, const float* from, int bytes, int valid) {
     const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(to));
@@ -110,25 +118,42 @@ __device__ __forceinline__ void stage_weights(const Params& p, float* s, int uni
         const int col = kR3 * (lane + 32 * j) + c, u = kR3 * ur + r;
         w[r][kR3 * j + c] = col >= H ? 0.0f : kT ? s[col * U + u] : s[u * Hp + col];
       }
+  if (fill)
+    for (int i = 0; i < kSmem; ++i)
+#pragma unroll
+      for (int c = 0; c < kR3; ++c)
+#pragma unroll
+        for (int r = 0; r < kR3; ++r) {
+          const int col = kR3 * (lane + 32 * (kRec + i)) + c, u = kR3 * ur + r;
+          held[(i * kR3 * kR3 + kR3 * c + r) * 32 + lane] =
+              col >= H ? 0.0f : kT ? s[col * U + u] : s[u * Hp + col];
+        }
   __syncthreads();
 }
 
-template <int kRec, int BB, int kMaxThreads, int kOwn, Activation A, bool kLengths, Pass P,
-          bool kInput>
+template <int kRec, int kSmem, int BB, int kMaxThreads, int kOwn, Activation A, bool kLengths,
+          Pass P, bool kInput>
 __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params p) {
   constexpr bool kFwd = P == Pass::Forward;
+  constexpr int kSlots = kRec + kSmem;  // record slots a lane covers
   static_assert(kFwd || !kInput, "only the forward projects its input");
+  static_assert(kSmem == 0 || !kInput, "the wide shapes have no input projection");
   using Act = gemm_rnn::StaticActivation<A>;  // compiled in (NOTES.md, "The B = 1 gap")
   constexpr unsigned kAll = 0xFFFFFFFFu;
   __shared__ unsigned s_epoch;
   __shared__ int s_abort;
-  extern __shared__ float4 s_share[];  // [2][G][BB][kRec][32]
+  extern __shared__ float4 s_dynamic[];  // held weights [W][kSmem][9][32] fp32, then s_share
 
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int H = p.hidden, B = p.batch, K = (H + kR3 - 1) / kR3;
   const int W = p.warp_records, G = static_cast<int>(blockDim.x) / 32 / W;
   const int rec_k = static_cast<int>(blockIdx.x) * W + warp % W;  // the record this warp owns
   const int row0 = rec_k * kR3, bg = warp / W, part = warp % W;
+  // The wide shapes' weights in shared memory (this warp's: [kSmem][9][32]), then the records,
+  // [2][G][BB][kSlots][32].
+  float* const s_held = reinterpret_cast<float*>(s_dynamic);
+  float4* const s_share = s_dynamic + W * kSmem * kR3 * kR3 * 32 / 4;
+  const float* const held = s_held + part * kSmem * kR3 * kR3 * 32 + lane;
 
   // The weights: w[r][3j + c] is row row0 + r, column 3·(lane + 32j) + c of W_hh (forward) or
   // of W_hhᵀ (backward); zeros outside. Staged through the shared memory the records use later,
@@ -148,14 +173,15 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
               col < H && row < H ? p.w[static_cast<std::int64_t>(row) * H + col] : 0.0f;
         }
   } else {
-    stage_weights<!kFwd, kRec>(p, reinterpret_cast<float*>(s_share),
-                               static_cast<int>(blockIdx.x) * W * kR3, W * kR3, part, lane, w);
+    stage_weights<!kFwd, kRec, kSmem>(p, reinterpret_cast<float*>(s_share),
+                                      static_cast<int>(blockIdx.x) * W * kR3, W * kR3, part, lane,
+                                      w, s_held + part * kSmem * kR3 * kR3 * 32, bg == 0);
   }
   // The input projection's W_ih rows: entry ((w·3 + r)·nch + j)·32 + l is row 3·(c·W + w) + r,
   // columns 4·(l + 32j) .. + 3 (zeros outside); filled by the whole CTA once.
   constexpr bool project = kInput;  // p.x set (the host's launch picks this instantiation)
   const int I = p.input_size, nch = (I + 127) / 128;
-  float4* s_wih = s_share + static_cast<std::int64_t>(2) * G * BB * kRec * 32;
+  float4* s_wih = s_share + static_cast<std::int64_t>(2) * G * BB * kSlots * 32;
   float4* s_x = s_wih + static_cast<std::int64_t>(W) * kR3 * nch * 32;  // [2][G][BB][nch][32]
   if (project) {
     const int total = W * kR3 * nch * 32;
@@ -285,7 +311,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
         for (int m = 0; m < kOwn; ++m) {
           const int j = part + W * m, k = lane + 32 * j, b = bg + G * i;
           own[i][m] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
-          if (j >= kRec || k >= K || b >= B) continue;
+          if (j >= kSlots || k >= K || b >= B) continue;
           if (from_exchange) {
             own[i][m] = load_record(src + static_cast<std::int64_t>(b) * K + k);
           } else {
@@ -330,12 +356,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
         }
       }
       // The group's records through shared memory (each lane its own column of slots).
-      float4* share = s_share + (static_cast<std::int64_t>(s & 1) * G + bg) * BB * kRec * 32;
+      float4* share = s_share + (static_cast<std::int64_t>(s & 1) * G + bg) * BB * kSlots * 32;
 #pragma unroll
       for (int i = 0; i < BB; ++i)
 #pragma unroll
         for (int m = 0; m < kOwn; ++m)
-          if (part + W * m < kRec) share[(i * kRec + part + W * m) * 32 + lane] = own[i][m];
+          if (part + W * m < kSlots) share[(i * kSlots + part + W * m) * 32 + lane] = own[i][m];
       if (project) wait_x();  // this warp's copies of x_{t+1} in, before the group's barrier
       // The barrier also ORs the warps' failures, so that the group leaves together.
       if (barrier_any(1 + bg, 32 * W, failed)) break;
@@ -345,7 +371,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
       for (int i = 0; i < BB; ++i)
 #pragma unroll
         for (int j = 0; j < kRec; ++j) {
-          const float4 r = share[(i * kRec + j) * 32 + lane];
+          const float4 r = share[(i * kSlots + j) * 32 + lane];
           const float hv[kR3] = {r.x, r.y, r.z};
 #pragma unroll
           for (int c = 0; c < kR3; ++c)
@@ -353,6 +379,24 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
             for (int q = 0; q < kR3; ++q)
               acc[q * BB + i] = fmaf(w[q][kR3 * j + c], hv[c], acc[q * BB + i]);
         }
+      // The wide shapes' slots held in shared memory, after the register slots (the same record
+      // order per sum): a slot's 9 weights loaded once for all BB batch elements.
+#pragma unroll 2
+      for (int j = 0; j < kSmem; ++j) {
+        float ws[kR3 * kR3];
+#pragma unroll
+        for (int e = 0; e < kR3 * kR3; ++e) ws[e] = held[(j * kR3 * kR3 + e) * 32];
+#pragma unroll
+        for (int i = 0; i < BB; ++i) {
+          const float4 r = share[(i * kSlots + kRec + j) * 32 + lane];
+          const float hv[kR3] = {r.x, r.y, r.z};
+#pragma unroll
+          for (int c = 0; c < kR3; ++c)
+#pragma unroll
+            for (int q = 0; q < kR3; ++q)
+              acc[q * BB + i] = fmaf(ws[kR3 * c + q], hv[c], acc[q * BB + i]);
+        }
+      }
     } else if (project) {  // no h_prev: the projection alone, and the barrier for x_{t+1}
       add_projection(acc, s & 1);
       wait_x();

@@ -101,6 +101,61 @@ TEST(Planner, WarpRowsBatchGroups) {
   EXPECT_EQ(persistent::tile(1, 1153, 4, 132, DType::F32).warp_rows, -1);
 }
 
+// Past H = 1152 no register shape holds a lane's weights; where W ≥ 6 record warps serve the 22
+// slots of a wide shape (H = 1981..2112 on 132 SMs) and B ≤ 4, one batch group of the smallest
+// BB ≥ B takes the layer, 16 slots in registers and 6 in shared memory, its shared memory
+// within sm_90's 227 KiB; elsewhere the FMA shape.
+TEST(Planner, WarpRowsWide) {
+  using persistent::kWarpRowsShapes;
+  struct Case {
+    std::int64_t H, B;
+    int per_warp, records, ctas;
+  };
+  const Case cases[] = {
+      {2048, 1, 1, 6, 114}, {2048, 2, 2, 6, 114}, {2048, 3, 4, 6, 114},
+      {2048, 4, 4, 6, 114}, {1981, 4, 4, 6, 111}, {2112, 1, 1, 6, 118},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "H=" << c.H << " B=" << c.B);
+    const persistent::Tiling t = persistent::tile(1, c.H, c.B, 132, DType::F32);
+    ASSERT_GE(t.warp_rows, 0) << t.reason;
+    const persistent::WarpRowsShape& s = kWarpRowsShapes[t.warp_rows];
+    EXPECT_EQ(s.records_per_lane, 16);
+    EXPECT_EQ(s.smem_slots, 6);
+    EXPECT_EQ(s.batch_per_warp, c.per_warp);
+    EXPECT_EQ(t.warp_rows_groups, 1);
+    EXPECT_EQ(t.warp_rows_records, c.records);
+    EXPECT_EQ(t.warp_rows_ctas, c.ctas);
+    EXPECT_EQ(t.warp_rows_threads, 32 * c.records);
+    EXPECT_GE(32 * s.slots(), (c.H + 2) / 3);  // a lane's slots cover the records
+    EXPECT_NE(t.reason.find("54 in shared memory"), std::string::npos) << t.reason;
+    EXPECT_LE(persistent::warp_rows_smem_bytes(s, 1, t.warp_rows_records, t.records),
+              std::size_t{227} * 1024 - 1024);
+    EXPECT_EQ(persistent::pass_kernel(t, true), persistent::PassKernel::WarpRows);
+    EXPECT_EQ(persistent::pass_kernel(t, false), persistent::PassKernel::WarpRows);
+    EXPECT_GE(t.shape, 0);  // the FMA shape stays the fallback
+  }
+  // W = 5 serves no 22 slots with 4 polled a warp; B = 5 is past one batch group; H = 2113 is
+  // past 22 slots a lane; with 8 record warps (96 SMs) the staging does not fit beside the held
+  // weights; and the knob that turns warp rows off.
+  EXPECT_EQ(persistent::tile(1, 1980, 4, 132, DType::F32).warp_rows, -1);
+  EXPECT_EQ(persistent::tile(1, 2048, 5, 132, DType::F32).warp_rows, -1);
+  EXPECT_EQ(persistent::tile(1, 2113, 1, 132, DType::F32).warp_rows, -1);
+  EXPECT_EQ(persistent::tile(1, 2048, 4, 96, DType::F32).warp_rows, -1);
+  EXPECT_EQ(persistent::tile(1, 2048, 4, 132, DType::F32, persistent::TensorCores::Off, false)
+                .warp_rows,
+            -1);
+  // Held weights: W · 6 slots · 9 · 32 fp32 at the front.
+  const persistent::WarpRowsShape& wide = kWarpRowsShapes[persistent::tile(1, 2048, 4, 132,
+                                                                           DType::F32)
+                                                              .warp_rows];
+  EXPECT_EQ(persistent::warp_rows_held_smem_bytes(wide, 6), 6u * 6 * 9 * 32 * 4);
+  // H = 2048, W = 6: the staging (18 units x 2048 columns) is larger than the records
+  // (2 parities x 4 x 22 x 32 float4).
+  EXPECT_EQ(persistent::warp_rows_smem_bytes(wide, 1, 6, 683),
+            6u * 6 * 9 * 32 * 4 + 18u * 2052 * 4);
+}
+
 // The vanilla warp-rows kernel stages its CTA's weights through shared memory: 3·W units over
 // H ≤ 3·records columns rounded up to 4, fp32 (the kernel's dynamic shared memory is the larger
 // of this and the records').
@@ -110,9 +165,12 @@ TEST(Planner, WarpRowsWeightStaging) {
   EXPECT_EQ(persistent::warp_rows_weight_smem_bytes(1, 1), 3u * 4 * 4);           // H = 1
   const persistent::Tiling t = persistent::tile(1, 1152, 1, 132, DType::F32);
   ASSERT_GE(t.warp_rows, 0) << t.reason;
+  // B = 1: the staging decides (the records: 2 x 1 x 12 x 32 float4).
   EXPECT_GT(persistent::warp_rows_weight_smem_bytes(t.warp_rows_records, t.records),
-            persistent::warp_rows_smem_bytes(persistent::kWarpRowsShapes[t.warp_rows],
-                                             t.warp_rows_groups));  // B = 1: the weights decide
+            2u * 12 * 32 * 16);
+  EXPECT_EQ(persistent::warp_rows_smem_bytes(persistent::kWarpRowsShapes[t.warp_rows],
+                                             t.warp_rows_groups, t.warp_rows_records, t.records),
+            persistent::warp_rows_weight_smem_bytes(t.warp_rows_records, t.records));
 }
 
 // The FMA kernel's barrier after the finishers, where it was measured faster (tiling.h): a step
@@ -492,10 +550,11 @@ TEST(Planner, LatencyModelStructure) {
       {Cell::ReLU, 1152, 1, DType::F32, "warp rows", "warp rows", 1, 1},
       {Cell::ReLU, 1152, 2, DType::F32, "warp rows", "warp rows", 1, 2},
       {Cell::ReLU, 1152, 4, DType::F32, "warp rows", "warp rows", 1, 4},
-      {Cell::ReLU, 2048, 2, DType::F32, "FMA direct", "FMA direct", 2, 1},
+      {Cell::ReLU, 1537, 2, DType::F32, "FMA direct", "FMA direct", 2, 1},
       {Cell::ReLU, 1152, 8, DType::F32, "warp rows", "warp rows", 1, 8},
       {Cell::ReLU, 1152, 16, DType::F32, "FMA direct", "FMA direct", 4, 4},
-      {Cell::ReLU, 2048, 4, DType::F32, "FMA direct", "FMA direct", 2, 2},
+      {Cell::ReLU, 1537, 4, DType::F32, "FMA direct", "FMA direct", 2, 2},
+      {Cell::ReLU, 2048, 4, DType::F32, "warp rows", "warp rows", 1, 4},
       {Cell::LSTM, 1024, 16, DType::F32, "FMA staged", "FMA staged", 4, 4},
       {Cell::GRU, 1152, 2, DType::BF16, "gated warp rows", "gated warp rows", 1, 2},
       {Cell::GRU, 1152, 4, DType::BF16, "tensor cores", "tensor cores", 1, 4},
@@ -534,10 +593,10 @@ TEST(Planner, LatencyModelStructure) {
   // One chunk of a direct kernel is latency-bound (its finishers and the exchange hide the next
   // chunk: B = 2 in two chunks of one costs what B = 1 does); the staged and tensor-core kernels
   // are busy for almost all of their chain, so with several chunks the throughput bound rules.
-  const PersistentPlan relu2 = plan_persistent(rnn(Cell::ReLU, 2048), 2, h200());
+  const PersistentPlan relu2 = plan_persistent(rnn(Cell::ReLU, 1537), 2, h200());
   EXPECT_DOUBLE_EQ(relu2.forward.step_us, relu2.forward.chain_us);
   EXPECT_DOUBLE_EQ(relu2.forward.step_us,
-                   plan_persistent(rnn(Cell::ReLU, 2048), 1, h200()).forward.step_us);
+                   plan_persistent(rnn(Cell::ReLU, 1537), 1, h200()).forward.step_us);
   const PersistentPlan lstm16 = plan_persistent(rnn(Cell::LSTM, 1024), 16, h200());
   EXPECT_DOUBLE_EQ(lstm16.forward.step_us, 4 * lstm16.forward.busy_us);
 }
@@ -638,7 +697,6 @@ TEST(Planner, PredictionTracksCommittedMeasurements) {
       {Cell::ReLU, 1152, 3, DType::F32, 1.741, 4.100, "rnn_targets_fea623f.csv, H=1152 B=3"},
       {Cell::ReLU, 1152, 4, DType::F32, 1.848, 4.494, "rnn_targets_fea623f.csv, H=1152 B=4"},
       {Cell::ReLU, 1152, 8, DType::F32, 2.865, 6.997, "rnn_targets_fea623f.csv, H=1152 B=8"},
-      {Cell::ReLU, 2048, 4, DType::F32, 5.263, 11.716, "ab/lengths_new_1.csv, H=2048 B=4"},
       {Cell::LSTM, 1024, 4, DType::F32, 4.012, 11.817,
        "h100/gwr_bwd/ab_new_lstm_f32_*_h1024.csv, B=4"},
       {Cell::LSTM, 1152, 4, DType::BF16, 3.748, 10.05,
@@ -672,7 +730,7 @@ TEST(Planner, PredictionTracksCommittedMeasurements) {
 // The printed plan names every term of the prediction and the MBSP bound beside it; a layer no
 // kernel runs gets no prediction, only the bound.
 TEST(Planner, DescribeNamesTheTerms) {
-  const std::string relu = describe(plan_persistent(rnn(Cell::ReLU, 2048), 4, h200()));
+  const std::string relu = describe(plan_persistent(rnn(Cell::ReLU, 1537), 4, h200()));
   for (const char* term :
        {"predicted", "us/step = forward", "input GEMM", "forward + backward", "backward data",
         "GEMMs", "max(chain", "2 chunks x busy", "FMA direct, chunks of 2", "chain = exchange",

@@ -122,6 +122,16 @@ std::vector<RnnCase> cases() {
   v.push_back({Cell::Tanh, 333, 16, 8, 1152, 1, false, true});  // B = 16
   v.push_back({Cell::ReLU, 333, 4, 16, 2048, 1, false, true});  // H = 2048, long
   v.push_back({Cell::ClippedReLU, 2, 7, 16, 2048, 2, true, true});
+  // The wide warp rows (part of each lane's weights in shared memory, H = 1981..2112 at B <= 4
+  // on 132 SMs): both directions with lengths at BB = 2, the largest H at B = 1, and H = 1981,
+  // whose last CTA holds one record (five of its warps own none).
+  {
+    RnnCase wide{Cell::Tanh, 30, 2, 16, 2048, 1, true, true};
+    wide.lengths = {30, 7};
+    v.push_back(wide);
+  }
+  v.push_back({Cell::ReLU, 20, 1, 9, 2112, 1, false, true});
+  v.push_back({Cell::ClippedReLU, 21, 3, 12, 1981, 1, false, true});
   const Shape5 gated[] = {
       {1, 1, 1, 1, 1, false, true},        // the smallest problem
       {333, 3, 3, 1, 1, true, true},       // H = 1, long, bidirectional
@@ -220,8 +230,9 @@ std::vector<RnnCase> cases() {
 // with "0", each call's launches enqueued directly.
 // warp_rows: the PRNN_PERSISTENT_WARP_ROWS of the run ("": the tiling's choice). The cases the
 // warp-rows kernels may take (vanilla B ≤ kWarpRowsMaxBatch, gated B ≤ kGatedWarpRowsMaxBatch,
-// H ≤ 1152) also run with "0", on the FMA (or tensor-core) shapes, so that every kernel keeps
-// its cases at those batches.
+// H ≤ 1152; vanilla H ≤ kWarpRowsWideMaxHidden at B ≤ kWarpRowsWideMaxBatch, the wide shapes)
+// also run with "0", on the FMA (or tensor-core) shapes, so that every kernel keeps its cases at
+// those batches.
 // input_projection: the PRNN_PERSISTENT_INPUT_PROJECTION of the run ("": the default, W_ih x in
 // the warp-rows kernel for T <= 4 where it can, else the input GEMM). The fp32 one-layer vanilla
 // cases the warp-rows forward can project in the kernel (I % 4 == 0) also run with "1", in the
@@ -261,8 +272,11 @@ std::vector<GpuCase> gpu_cases() {
       v.push_back({RnnAlgo::Persistent, c, "1", "", "0"});
   for (const RnnCase& c : cases()) {
     const bool gated = c.cell == Cell::GRU || c.cell == Cell::LSTM;
-    if (c.H <= 1152 && c.B <= (gated ? persistent::kGatedWarpRowsMaxBatch
-                                     : persistent::kWarpRowsMaxBatch))
+    const bool wide = !gated && c.dtype == DType::F32 && c.H <= persistent::kWarpRowsWideMaxHidden &&
+                      c.B <= persistent::kWarpRowsWideMaxBatch;
+    if ((c.H <= 1152 && c.B <= (gated ? persistent::kGatedWarpRowsMaxBatch
+                                      : persistent::kWarpRowsMaxBatch)) ||
+        wide)
       v.push_back({RnnAlgo::Persistent, c, "1", "", "", "0"});
   }
   for (const RnnCase& c : cases())
@@ -304,6 +318,7 @@ std::vector<GpuCase> sanitize_cases() {
   v.push_back({P, small(Cell::LSTM, 5, 100, DType::BF16)});        // tensor cores, both passes
   v.push_back({P, small(Cell::GRU, 4, 64, DType::F16), "forward"});  // tensor-core forward only
   v.push_back({P, small(Cell::LSTM, 3, 1537, DType::BF16)});  // tensor cores, W_hh partly in smem
+  v.push_back({P, small(Cell::ReLU, 3, 2048)});  // warp rows, weights partly in smem (BB = 4)
   return v;
 }
 
@@ -556,6 +571,8 @@ std::string kernel_of(const persistent::Tiling& t, bool forward, bool barrier) {
   std::string name = to_string(k);
   if (k == PassKernel::TensorCores && kTensorCoreShapes[t.tensor_core].smem_tiles > 0)
     name += ", W_hh partly in smem";
+  if (k == PassKernel::WarpRows && kWarpRowsShapes[t.warp_rows].smem_slots > 0)
+    name += ", weights partly in smem";
   if (k == PassKernel::FmaStaged && t.storage != DType::F32) name += ", packed";
   if (k == PassKernel::FmaDirect && barrier) name += ", finishers' barrier";
   return name;
@@ -582,7 +599,8 @@ TEST(RnnGpuSanitize, CasesCoverEveryKernel) {
       seen.insert((forward ? "forward: " : "backward: ") + kernel_of(t, forward, finish_barrier));
   }
   std::set<std::string> every;
-  for (const char* k : {"warp rows", "gated warp rows", "tensor cores",
+  for (const char* k : {"warp rows", "warp rows, weights partly in smem", "gated warp rows",
+                        "tensor cores",
                         "tensor cores, W_hh partly in smem", "FMA staged", "FMA staged, packed",
                         "FMA direct", "FMA direct, finishers' barrier"})
     for (const char* pass : {"forward: ", "backward: "}) every.insert(std::string(pass) + k);
