@@ -697,6 +697,10 @@ TEST(Planner, PredictionTracksCommittedMeasurements) {
       {Cell::ReLU, 1152, 3, DType::F32, 1.741, 4.100, "rnn_targets_fea623f.csv, H=1152 B=3"},
       {Cell::ReLU, 1152, 4, DType::F32, 1.848, 4.494, "rnn_targets_fea623f.csv, H=1152 B=4"},
       {Cell::ReLU, 1152, 8, DType::F32, 2.865, 6.997, "rnn_targets_fea623f.csv, H=1152 B=8"},
+      {Cell::ReLU, 2048, 1, DType::F32, 1.865, 4.240, "h100/wide_rows/h2048_wide.csv, B=1"},
+      {Cell::ReLU, 2048, 2, DType::F32, 2.686, 6.079, "h100/wide_rows/h2048_wide.csv, B=2"},
+      {Cell::ReLU, 2048, 3, DType::F32, 3.801, 8.793, "h100/wide_rows/h2048_wide.csv, B=3"},
+      {Cell::ReLU, 2048, 4, DType::F32, 4.084, 9.615, "h100/wide_rows/h2048_wide.csv, B=4"},
       {Cell::LSTM, 1024, 4, DType::F32, 4.012, 11.817,
        "h100/gwr_bwd/ab_new_lstm_f32_*_h1024.csv, B=4"},
       {Cell::LSTM, 1152, 4, DType::BF16, 3.748, 10.05,
@@ -724,7 +728,7 @@ TEST(Planner, PredictionTracksCommittedMeasurements) {
     EXPECT_LT(p.train_step_us, m.fwd_bwd * kFactor);
     if (p.mbsp_us * 2 < m.fwd) ++mbsp_misses;
   }
-  EXPECT_GE(mbsp_misses, 6);
+  EXPECT_GE(mbsp_misses, 5);
 }
 
 // The printed plan names every term of the prediction and the MBSP bound beside it; a layer no
