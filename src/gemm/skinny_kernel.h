@@ -23,7 +23,7 @@ struct SkinnyParams {
 inline constexpr int kSkinnyTileCols = 64;
 inline constexpr int kSkinnyMaxSplit = 8;   // CTAs per cluster (the portable limit)
 inline constexpr int kSkinnyChunk = 64;     // k per pipeline stage
-int skinny_tile_rows(std::int64_t M);       // 8 for M ≤ 8, 16 for M ≤ 16, 32 for M ≤ 32, else 64
+int skinny_tile_rows(std::int64_t M);  // 8 for M ≤ 8, 16 for M ≤ 16, 32 for M ≤ 32, else 64
 
 // How many clusters of `split` CTAs of this instantiation can be resident at once on the current
 // device (cudaOccupancyMaxActiveClusters, into *clusters); the query's status.

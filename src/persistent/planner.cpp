@@ -104,9 +104,8 @@ void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_
   if (t.warp_rows < 0 && batch <= kWarpRowsWideMaxBatch) {
     for (int i = 0; i < kWarpRowsShapeCount; ++i) {
       const WarpRowsShape& s = kWarpRowsShapes[i];
-      if (s.smem_slots == 0 || s.batch_per_warp < batch ||
-          std::int64_t{32} * s.slots() < records || 32 * w > s.max_threads ||
-          (s.slots() + w - 1) / w > s.own_slots ||
+      if (s.smem_slots == 0 || s.batch_per_warp < batch || std::int64_t{32} * s.slots() < records ||
+          32 * w > s.max_threads || (s.slots() + w - 1) / w > s.own_slots ||
           warp_rows_smem_bytes(s, 1, static_cast<int>(w), records) > kWarpRowsWideMaxSmemBytes)
         continue;
       if (t.warp_rows < 0 || s.batch_per_warp < kWarpRowsShapes[t.warp_rows].batch_per_warp)
@@ -129,8 +128,7 @@ void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_
       "element{}, {} f32 weights per thread in registers{}, {} batch group{} of {} warps per CTA",
       t.warp_rows_ctas, t.warp_rows_threads, s.batch_per_warp, s.batch_per_warp == 1 ? "" : "s",
       9 * s.records_per_lane,
-      s.smem_slots == 0 ? std::string()
-                        : fmt::format(" and {} in shared memory", 9 * s.smem_slots),
+      s.smem_slots == 0 ? std::string() : fmt::format(" and {} in shared memory", 9 * s.smem_slots),
       groups, groups == 1 ? "" : "s", w);
 }
 
@@ -476,8 +474,8 @@ std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, std::int6
                                           std::int64_t batch) {
   const persistent::WarpRowsShape& s = persistent::kWarpRowsShapes[t.warp_rows];
   const std::int64_t bb = s.batch_per_warp;
-  const double instructions = static_cast<double>(
-      9 * s.slots() * bb + 9 * s.smem_slots + 2 * 5 * persistent::kUnitsPerRecord * bb);
+  const double instructions = static_cast<double>(9 * s.slots() * bb + 9 * s.smem_slots +
+                                                  2 * 5 * persistent::kUnitsPerRecord * bb);
   const double warps_per_scheduler =
       std::max(1.0, static_cast<double>(t.warp_rows_threads) / 32.0 / kSchedulersPerSm);
   return {{kWarpRowsFixedCycles, kIssueCycles * instructions * warps_per_scheduler,

@@ -212,11 +212,10 @@ struct WarpRowsShape {
   constexpr int slots() const { return records_per_lane + smem_slots; }
 };
 inline constexpr WarpRowsShape kWarpRowsShapes[] = {
-    {4, 1, 128, 4},      {8, 1, 128, 8},      {12, 1, 128, 6},     {12, 1, 128, 4},
-    {4, 1, 256, 4},      {8, 1, 256, 8},      {12, 1, 256, 6},     {12, 1, 256, 4},
-    {4, 1, 384, 4},      {8, 1, 384, 8},      {12, 1, 384, 6},     {12, 1, 384, 4},
-    {4, 2, 256, 4},      {8, 2, 256, 4},      {12, 2, 384, 4},     {12, 3, 384, 4},
-    {16, 1, 256, 4, 6},  {16, 2, 256, 4, 6},  {16, 4, 256, 4, 6},
+    {4, 1, 128, 4},  {8, 1, 128, 8},     {12, 1, 128, 6},    {12, 1, 128, 4},    {4, 1, 256, 4},
+    {8, 1, 256, 8},  {12, 1, 256, 6},    {12, 1, 256, 4},    {4, 1, 384, 4},     {8, 1, 384, 8},
+    {12, 1, 384, 6}, {12, 1, 384, 4},    {4, 2, 256, 4},     {8, 2, 256, 4},     {12, 2, 384, 4},
+    {12, 3, 384, 4}, {16, 1, 256, 4, 6}, {16, 2, 256, 4, 6}, {16, 4, 256, 4, 6},
 };
 inline constexpr int kWarpRowsShapeCount =
     static_cast<int>(sizeof(kWarpRowsShapes) / sizeof(kWarpRowsShapes[0]));
@@ -378,10 +377,10 @@ struct Tiling {
 // Unless warp_rows is false, vanilla layers of batch ≤ kWarpRowsMaxBatch whose records fit a
 // warp-rows shape run both passes on it (W = the fewest record warps per CTA that fit the SMs;
 // BB = ceil(B / 4) batch elements per warp, G = ceil(B / BB) batch groups), or, where no
-// register shape holds them, a wide shape (one batch group); the FMA shape stays the fallback. Likewise gated layers of batch ≤ kGatedWarpRowsMaxBatch whose records need 2 or
-// 3 per SM run on the gated warp-rows kernels, except a 16-bit GRU that has its tensor-core
-// forward (B = 4: measured faster there); a 16-bit LSTM with a tensor-core backward (B = 4)
-// keeps that backward.
+// register shape holds them, a wide shape (one batch group); the FMA shape stays the fallback.
+// Likewise gated layers of batch ≤ kGatedWarpRowsMaxBatch whose records need 2 or 3 per SM run on
+// the gated warp-rows kernels, except a 16-bit GRU that has its tensor-core forward (B = 4:
+// measured faster there); a 16-bit LSTM with a tensor-core backward (B = 4) keeps that backward.
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
             TensorCores tensor_cores = TensorCores::ForwardBackward, bool warp_rows = true);
 

@@ -142,13 +142,12 @@ TEST(Planner, WarpRowsWide) {
   EXPECT_EQ(persistent::tile(1, 2048, 5, 132, DType::F32).warp_rows, -1);
   EXPECT_EQ(persistent::tile(1, 2113, 1, 132, DType::F32).warp_rows, -1);
   EXPECT_EQ(persistent::tile(1, 2048, 4, 96, DType::F32).warp_rows, -1);
-  EXPECT_EQ(persistent::tile(1, 2048, 4, 132, DType::F32, persistent::TensorCores::Off, false)
-                .warp_rows,
-            -1);
+  EXPECT_EQ(
+      persistent::tile(1, 2048, 4, 132, DType::F32, persistent::TensorCores::Off, false).warp_rows,
+      -1);
   // Held weights: W · 6 slots · 9 · 32 fp32 at the front.
-  const persistent::WarpRowsShape& wide = kWarpRowsShapes[persistent::tile(1, 2048, 4, 132,
-                                                                           DType::F32)
-                                                              .warp_rows];
+  const persistent::WarpRowsShape& wide =
+      kWarpRowsShapes[persistent::tile(1, 2048, 4, 132, DType::F32).warp_rows];
   EXPECT_EQ(persistent::warp_rows_held_smem_bytes(wide, 6), 6u * 6 * 9 * 32 * 4);
   // H = 2048, W = 6: the staging (18 units x 2048 columns) is larger than the records
   // (2 parities x 4 x 22 x 32 float4).
@@ -711,8 +710,7 @@ TEST(Planner, PredictionTracksCommittedMeasurements) {
        "cells_targets16_6c29441.csv, lstm bf16 H=2048 B=4"},
       {Cell::GRU, 1152, 4, DType::BF16, 3.508, 9.697,
        "cells_targets16_6c29441.csv, gru bf16 H=1152 B=4"},
-      {Cell::LSTM, 1152, 1, DType::BF16, 2.127, 5.241,
-       "h100/gwr_bwd/ab_new_lstm_bf16_*.csv, B=1"},
+      {Cell::LSTM, 1152, 1, DType::BF16, 2.127, 5.241, "h100/gwr_bwd/ab_new_lstm_bf16_*.csv, B=1"},
       {Cell::GRU, 1152, 1, DType::F32, 2.006, 4.878, "h100/gwr_bwd/ab_new_gru_f32_*.csv, B=1"},
       {Cell::LSTM, 2048, 16, DType::BF16, 15.645, 38.875,
        "tensor_cores/h2048_batch_lstm_6bf5964.csv, B=16"},

@@ -272,10 +272,11 @@ std::vector<GpuCase> gpu_cases() {
       v.push_back({RnnAlgo::Persistent, c, "1", "", "0"});
   for (const RnnCase& c : cases()) {
     const bool gated = c.cell == Cell::GRU || c.cell == Cell::LSTM;
-    const bool wide = !gated && c.dtype == DType::F32 && c.H <= persistent::kWarpRowsWideMaxHidden &&
+    const bool wide = !gated && c.dtype == DType::F32 &&
+                      c.H <= persistent::kWarpRowsWideMaxHidden &&
                       c.B <= persistent::kWarpRowsWideMaxBatch;
-    if ((c.H <= 1152 && c.B <= (gated ? persistent::kGatedWarpRowsMaxBatch
-                                      : persistent::kWarpRowsMaxBatch)) ||
+    if ((c.H <= 1152 &&
+         c.B <= (gated ? persistent::kGatedWarpRowsMaxBatch : persistent::kWarpRowsMaxBatch)) ||
         wide)
       v.push_back({RnnAlgo::Persistent, c, "1", "", "", "0"});
   }
@@ -600,9 +601,8 @@ TEST(RnnGpuSanitize, CasesCoverEveryKernel) {
   }
   std::set<std::string> every;
   for (const char* k : {"warp rows", "warp rows, weights partly in smem", "gated warp rows",
-                        "tensor cores",
-                        "tensor cores, W_hh partly in smem", "FMA staged", "FMA staged, packed",
-                        "FMA direct", "FMA direct, finishers' barrier"})
+                        "tensor cores", "tensor cores, W_hh partly in smem", "FMA staged",
+                        "FMA staged, packed", "FMA direct", "FMA direct, finishers' barrier"})
     for (const char* pass : {"forward: ", "backward: "}) every.insert(std::string(pass) + k);
   EXPECT_EQ(seen, every);
 }
