@@ -200,7 +200,9 @@ inline constexpr int kTensorCoreShapeCount =
 // H = 2048: 198 weights a lane): a lane's slots past the first kRec live in shared memory,
 // [W][smem_slots][9][32] fp32, each slot's 9 weights loaded once per step for all BB batch
 // elements. One batch group (B ≤ BB), W ≥ 6 record warps (own_slots 4 of 22 slots), 256 threads
-// (255 registers: ptxas sm_90 244-255, no spills). 16 slots in registers and 6 in shared memory:
+// (255 registers: ptxas sm_90 235-255, no spills but 16-24 bytes at BB = 3 with sequence
+// lengths and tanh; a warp computes all BB, so B = 3 takes BB = 3, not 4). 16 slots in
+// registers and 6 in shared memory:
 // measured in the lab first (bench/persistent/NOTES.md, "Warp rows past H = 1152": an H100 at
 // H = 2048, B = 4, 3.46 µs/step with 16 + 6 slots, 3.77 with 12 + 10).
 struct WarpRowsShape {
@@ -216,6 +218,7 @@ inline constexpr WarpRowsShape kWarpRowsShapes[] = {
     {8, 1, 256, 8},  {12, 1, 256, 6},    {12, 1, 256, 4},    {4, 1, 384, 4},     {8, 1, 384, 8},
     {12, 1, 384, 6}, {12, 1, 384, 4},    {4, 2, 256, 4},     {8, 2, 256, 4},     {12, 2, 384, 4},
     {12, 3, 384, 4}, {16, 1, 256, 4, 6}, {16, 2, 256, 4, 6}, {16, 4, 256, 4, 6},
+    {16, 3, 256, 4, 6},
 };
 inline constexpr int kWarpRowsShapeCount =
     static_cast<int>(sizeof(kWarpRowsShapes) / sizeof(kWarpRowsShapes[0]));

@@ -319,7 +319,7 @@ std::vector<GpuCase> sanitize_cases() {
   v.push_back({P, small(Cell::LSTM, 5, 100, DType::BF16)});        // tensor cores, both passes
   v.push_back({P, small(Cell::GRU, 4, 64, DType::F16), "forward"});  // tensor-core forward only
   v.push_back({P, small(Cell::LSTM, 3, 1537, DType::BF16)});  // tensor cores, W_hh partly in smem
-  v.push_back({P, small(Cell::ReLU, 3, 2048)});  // warp rows, weights partly in smem (BB = 4)
+  v.push_back({P, small(Cell::ReLU, 3, 2048)});  // warp rows, weights partly in smem (BB = 3)
   return v;
 }
 
