@@ -57,6 +57,14 @@ struct Params {
 
 constexpr unsigned kSpinBound = 1u << 24;
 
+// Diagnostic (wrong results, for timing only): -DLAB_ONE_SLOT=1 reads every batch element's slot 0
+// of the records from shared memory for all slots (the same FMAs, 1/kSlots of the record reads),
+// to see how much of the step the shared-memory reads of the records take.
+#ifndef LAB_ONE_SLOT
+#define LAB_ONE_SLOT 0
+#endif
+constexpr bool kLabOneSlot = LAB_ONE_SLOT != 0;
+
 __device__ __forceinline__ unsigned load_volatile(const unsigned* p) {
   unsigned v;
   asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -162,7 +170,7 @@ __global__ void __launch_bounds__(32 * kW, 1) wide_rows_kernel(const Params p) {
       for (int i = 0; i < kReg; ++i)
 #pragma unroll
         for (int b = 0; b < kBB; ++b) {
-          const float4 h = s_par[(b * kSlots + i) * 32];
+          const float4 h = s_par[(b * kSlots + (kLabOneSlot ? 0 : i)) * 32];
           const float hv[3] = {h.x, h.y, h.z};
 #pragma unroll
           for (int c = 0; c < 3; ++c)
@@ -178,7 +186,7 @@ __global__ void __launch_bounds__(32 * kW, 1) wide_rows_kernel(const Params p) {
         for (int e = 0; e < 9; ++e) ws[e] = my_w[(i * 9 + e) * 32];
 #pragma unroll
         for (int b = 0; b < kBB; ++b) {
-          const float4 h = s_par[(b * kSlots + kReg + i) * 32];
+          const float4 h = s_par[(b * kSlots + (kLabOneSlot ? 0 : kReg + i)) * 32];
           const float hv[3] = {h.x, h.y, h.z};
 #pragma unroll
           for (int c = 0; c < 3; ++c)
