@@ -64,6 +64,14 @@ constexpr unsigned kSpinBound = 1u << 24;
 #define LAB_ONE_SLOT 0
 #endif
 constexpr bool kLabOneSlot = LAB_ONE_SLOT != 0;
+// Scheduling variant (the same sums in the same order per accumulator, so the same results):
+// -DLAB_INTERLEAVE=1 loads a slot's records of every batch element first and then issues its
+// FMAs column by column over all 3·kBB sums, so that consecutive FMAs write 3·kBB different
+// accumulators (the default order, batch element by batch element, reuses one every 3).
+#ifndef LAB_INTERLEAVE
+#define LAB_INTERLEAVE 0
+#endif
+constexpr bool kLabInterleave = LAB_INTERLEAVE != 0;
 
 __device__ __forceinline__ unsigned load_volatile(const unsigned* p) {
   unsigned v;
@@ -167,7 +175,25 @@ __global__ void __launch_bounds__(32 * kW, 1) wide_rows_kernel(const Params p) {
       __syncthreads();
       // Register slots.
 #pragma unroll
-      for (int i = 0; i < kReg; ++i)
+      for (int i = 0; i < kReg; ++i) {
+        if constexpr (kLabInterleave) {
+          float hv[kBB][3];
+#pragma unroll
+          for (int b = 0; b < kBB; ++b) {
+            const float4 h = s_par[(b * kSlots + (kLabOneSlot ? 0 : i)) * 32];
+            hv[b][0] = h.x;
+            hv[b][1] = h.y;
+            hv[b][2] = h.z;
+          }
+#pragma unroll
+          for (int c = 0; c < 3; ++c)
+#pragma unroll
+            for (int b = 0; b < kBB; ++b)
+#pragma unroll
+              for (int r = 0; r < 3; ++r)
+                acc[3 * b + r] = fmaf(w[r][3 * i + c], hv[b][c], acc[3 * b + r]);
+          continue;
+        }
 #pragma unroll
         for (int b = 0; b < kBB; ++b) {
           const float4 h = s_par[(b * kSlots + (kLabOneSlot ? 0 : i)) * 32];
@@ -178,6 +204,7 @@ __global__ void __launch_bounds__(32 * kW, 1) wide_rows_kernel(const Params p) {
             for (int r = 0; r < 3; ++r)
               acc[3 * b + r] = fmaf(w[r][3 * i + c], hv[c], acc[3 * b + r]);
         }
+      }
         // Shared-memory slots: 9 weights loaded once for every batch element.
 #pragma unroll 2
       for (int i = 0; i < kSmem; ++i) {
