@@ -6,20 +6,24 @@
 //   h_t[b] = relu(u_t[b] + W h_{t-1}[b]),  h_{-1} = 0,  u given (the input side and biases)
 // Layout:  W [H, H] row-major; u, out [T, B, H]; exchange: two buffers (step parity) of [B, K]
 //          records, K = ceil(H / 3), record (b, k) = {h[b][3k..3k+2], tag} (0 past H).
-// Launch:  cooperative, ceil(K / kW) CTAs of kW warps; warp w of CTA c owns record k = c·kW + w
-//          (rows 3k..3k+2) for every batch element (B ≤ kBB, one batch group). Lane l holds the
-//          columns of record slots j = l + 32·i: i < kReg in registers (9 weights each), kReg ≤ i
-//          < kReg + kSmem in shared memory ([warp][i - kReg][9][32] floats, conflict-free).
-// Step:    each warp polls the slots i ≡ w (mod kW) of every batch element (tag epoch + s − 1),
-//          stores them into shared memory ([parity][kBB][slots][32] float4), meets the CTA at a
-//          barrier, reads every slot back as its FMAs need it (the shared-memory weights loaded
-//          once per slot for all batch elements), all-reduces its 3·B sums by shuffles, and lane
-//          b finishes batch element b: relu, the record (tag epoch + s), out.
+// Launch:  cooperative, ceil(K / kW) CTAs of kW·kG warps; warp w of CTA c is record warp
+//          p = w % kW of batch group g = w / kW: it owns record k = c·kW + p (rows 3k..3k+2) for
+//          the group's batch elements g + kG·i, i < kBB (B ≤ kG·kBB). Lane l holds the columns of
+//          record slots j = l + 32·i: i < kReg in registers (9 weights each), kReg ≤ i < kReg +
+//          kSmem in shared memory ([p][i - kReg][9][32] floats, conflict-free; the CTA's, read by
+//          every group).
+// Step:    each warp polls the slots i ≡ p (mod kW) of its group's batch elements (tag epoch +
+//          s − 1), stores them into shared memory ([parity][kG][kBB][slots][32] float4), meets its
+//          group at a barrier (named barrier 1 + g; the CTA's barrier when kG = 1), reads every
+//          slot back as its FMAs need it (the shared-memory weights loaded once per slot for the
+//          group's batch elements), all-reduces its 3·kBB sums by shuffles, and lane i finishes
+//          batch element g + kG·i: relu, the record (tag epoch + s), out.
 // Limits:  a lab: on a spin bound or a peer's failure a warp stops waiting and the launch sets
 //          *error (results then wrong, and reported); every CTA must be co-resident (checked).
 // Build:   the CMake target prnn_wide_rows_lab (the records' loads and stores are the library's,
 //          persistent/kernel_common.cuh; the timing bench/bench_timer.h's).
-// Usage:   wide_rows_lab [T]   (default 256): every instantiation below at its H and B = 1, 2, 4.
+// Usage:   wide_rows_lab [T]   (default 256): every instantiation below at its H and each B of
+//          1, 2, 4 up to kG·kBB.
 // Prints per case: CTAs, registers and spills (cudaFuncGetAttributes), shared memory, µs/step
 // (median of 20 launches timed alone with events, after 3: bench_timer.h's median_us) and the max
 // |out − ref| / max |ref| against an fp64 CPU reference (fresh uniform inputs, out poisoned with
@@ -79,25 +83,27 @@ __device__ __forceinline__ unsigned load_volatile(const unsigned* p) {
   return v;
 }
 
-template <int kW, int kBB, int kSlots>
+template <int kG, int kBB, int kSlots>
 constexpr std::size_t record_smem_bytes() {
-  return std::size_t{2} * kBB * kSlots * 32 * sizeof(float4);
+  return std::size_t{2} * kG * kBB * kSlots * 32 * sizeof(float4);
 }
 template <int kW, int kSmem>
 constexpr std::size_t weight_smem_bytes() {
   return std::size_t{kW} * kSmem * 9 * 32 * sizeof(float);
 }
 
-template <int kW, int kBB, int kReg, int kSmem>
-__global__ void __launch_bounds__(32 * kW, 1) wide_rows_kernel(const Params p) {
+template <int kW, int kG, int kBB, int kReg, int kSmem>
+__global__ void __launch_bounds__(32 * kW * kG, 1) wide_rows_kernel(const Params p) {
   constexpr int kSlots = kReg + kSmem;
   constexpr int kOwn = (kSlots + kW - 1) / kW;  // slots a warp polls per batch element
   extern __shared__ float4 smem[];
-  float4* s_rec = smem;                                                 // [2][kBB][kSlots][32]
-  float* s_w = reinterpret_cast<float*>(smem + 2 * kBB * kSlots * 32);  // [kW][kSmem][9][32]
+  float4* s_rec = smem;  // [2][kG][kBB][kSlots][32]
+  float* s_w = reinterpret_cast<float*>(smem + 2 * kG * kBB * kSlots * 32);  // [kW][kSmem][9][32]
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int part = kG == 1 ? warp : warp % kW, g = kG == 1 ? 0 : warp / kW;  // record warp, group
   const int H = p.hidden, B = p.batch, K = (H + 2) / 3;
-  const int rec_k = static_cast<int>(blockIdx.x) * kW + warp, row0 = 3 * rec_k;
+  const int rec_k = static_cast<int>(blockIdx.x) * kW + part, row0 = 3 * rec_k;
+  auto batch_of = [&](int i) { return g + kG * i; };  // the group's i-th batch element
 
   // Weights: slot i, column 3·(lane + 32·i) + c, row row0 + r.
   auto weight = [&](int i, int r, int c) {
@@ -111,11 +117,15 @@ __global__ void __launch_bounds__(32 * kW, 1) wide_rows_kernel(const Params p) {
     for (int c = 0; c < 3; ++c)
 #pragma unroll
       for (int r = 0; r < 3; ++r) w[r][3 * i + c] = weight(i, r, c);
-  float* my_w = s_w + static_cast<std::int64_t>(warp) * kSmem * 9 * 32 + lane;
-  for (int i = 0; i < kSmem; ++i)
-    for (int c = 0; c < 3; ++c)
-      for (int r = 0; r < 3; ++r) my_w[(i * 9 + 3 * c + r) * 32] = weight(kReg + i, r, c);
-  __syncwarp();
+  float* my_w = s_w + static_cast<std::int64_t>(part) * kSmem * 9 * 32 + lane;
+  if (g == 0)  // the held weights are the CTA's: group 0 fills them for every group
+    for (int i = 0; i < kSmem; ++i)
+      for (int c = 0; c < 3; ++c)
+        for (int r = 0; r < 3; ++r) my_w[(i * 9 + 3 * c + r) * 32] = weight(kReg + i, r, c);
+  if constexpr (kG == 1)
+    __syncwarp();
+  else
+    __syncthreads();
 
   bool failed = false;
   for (int s = 0; s < p.steps; ++s) {
@@ -123,10 +133,11 @@ __global__ void __launch_bounds__(32 * kW, 1) wide_rows_kernel(const Params p) {
     float4* dst = p.exchange + static_cast<std::int64_t>(s & 1) * B * K;
     const unsigned want = p.epoch + static_cast<unsigned>(s) - 1u;
     float u[3] = {};
-    if (lane < B)
+    if (lane < kBB && batch_of(lane) < B)
 #pragma unroll
       for (int r = 0; r < 3; ++r)
-        if (row0 + r < H) u[r] = p.u[(static_cast<std::int64_t>(s) * B + lane) * H + row0 + r];
+        if (row0 + r < H)
+          u[r] = p.u[(static_cast<std::int64_t>(s) * B + batch_of(lane)) * H + row0 + r];
     float acc[3 * kBB];
 #pragma unroll
     for (int i = 0; i < 3 * kBB; ++i) acc[i] = 0.0f;
@@ -137,10 +148,10 @@ __global__ void __launch_bounds__(32 * kW, 1) wide_rows_kernel(const Params p) {
       for (int b = 0; b < kBB; ++b)
 #pragma unroll
         for (int o = 0; o < kOwn; ++o) {
-          const int i = warp + kW * o, k = lane + 32 * i;
+          const int i = part + kW * o, k = lane + 32 * i;
           rec[b][o] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
-          if (b < B && i < kSlots && k < K)
-            rec[b][o] = load_record(src + static_cast<std::int64_t>(b) * K + k);
+          if (batch_of(b) < B && i < kSlots && k < K)
+            rec[b][o] = load_record(src + static_cast<std::int64_t>(batch_of(b)) * K + k);
         }
       for (unsigned spins = 0;; ++spins) {
         bool ready = true;
@@ -159,20 +170,25 @@ __global__ void __launch_bounds__(32 * kW, 1) wide_rows_kernel(const Params p) {
         for (int b = 0; b < kBB; ++b)
 #pragma unroll
           for (int o = 0; o < kOwn; ++o) {
-            const int i = warp + kW * o, k = lane + 32 * i;
-            if (!tagged(rec[b][o], want) && b < B && i < kSlots && k < K)
-              rec[b][o] = load_record(src + static_cast<std::int64_t>(b) * K + k);
+            const int i = part + kW * o, k = lane + 32 * i;
+            if (!tagged(rec[b][o], want) && batch_of(b) < B && i < kSlots && k < K)
+              rec[b][o] = load_record(src + static_cast<std::int64_t>(batch_of(b)) * K + k);
           }
       }
-      float4* s_par = s_rec + static_cast<std::int64_t>(s & 1) * kBB * kSlots * 32 + lane;
+      float4* s_par =
+          s_rec + (static_cast<std::int64_t>(s & 1) * kG + g) * kBB * kSlots * 32 + lane;
 #pragma unroll
       for (int b = 0; b < kBB; ++b)
 #pragma unroll
         for (int o = 0; o < kOwn; ++o) {
-          const int i = warp + kW * o;
+          const int i = part + kW * o;
           if (i < kSlots) s_par[(b * kSlots + i) * 32] = rec[b][o];
         }
-      __syncthreads();
+      // The group's barrier (named barrier 1 + g, its kW warps; the CTA's with one group).
+      if constexpr (kG == 1)
+        __syncthreads();
+      else
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + g), "r"(32 * kW) : "memory");
       // Register slots.
 #pragma unroll
       for (int i = 0; i < kReg; ++i) {
@@ -226,32 +242,33 @@ __global__ void __launch_bounds__(32 * kW, 1) wide_rows_kernel(const Params p) {
 #pragma unroll
         for (int i = 0; i < 3 * kBB; ++i) acc[i] += __shfl_xor_sync(0xFFFFFFFFu, acc[i], off);
     }
-    // Lane b finishes batch element b.
+    // Lane b finishes the group's batch element b.
 #pragma unroll
     for (int b = 0; b < kBB; ++b) {
-      if (lane != b || b >= B || rec_k >= K) continue;
+      if (lane != b || batch_of(b) >= B || rec_k >= K) continue;
       float h[3];
 #pragma unroll
       for (int r = 0; r < 3; ++r) h[r] = row0 + r < H ? fmaxf(u[r] + acc[3 * b + r], 0.0f) : 0.0f;
       if (s + 1 < p.steps)
         store_record(
-            dst + static_cast<std::int64_t>(b) * K + rec_k,
+            dst + static_cast<std::int64_t>(batch_of(b)) * K + rec_k,
             make_float4(h[0], h[1], h[2], __uint_as_float(p.epoch + static_cast<unsigned>(s))));
 #pragma unroll
       for (int r = 0; r < 3; ++r)
-        if (row0 + r < H) p.out[(static_cast<std::int64_t>(s) * B + b) * H + row0 + r] = h[r];
+        if (row0 + r < H)
+          p.out[(static_cast<std::int64_t>(s) * B + batch_of(b)) * H + row0 + r] = h[r];
     }
   }
 }
 
-// One instantiation's runs at its H and every B ≤ kBB in {1, 2, 4}.
-template <int kW, int kBB, int kReg, int kSmem>
+// One instantiation's runs at its H and every B ≤ kG·kBB in {1, 2, 4}.
+template <int kW, int kG, int kBB, int kReg, int kSmem>
 void run_case(int H, int T, std::mt19937& rng) {
   constexpr int kSlots = kReg + kSmem;
   const int K = (H + 2) / 3, ctas = (K + kW - 1) / kW;
-  auto kernel = wide_rows_kernel<kW, kBB, kReg, kSmem>;
-  const std::size_t smem = record_smem_bytes<kW, kBB, kSlots>() + weight_smem_bytes<kW, kSmem>();
-  std::printf("H=%d W=%d BB=%d reg=%d smem_slots=%d:", H, kW, kBB, kReg, kSmem);
+  auto kernel = wide_rows_kernel<kW, kG, kBB, kReg, kSmem>;
+  const std::size_t smem = record_smem_bytes<kG, kBB, kSlots>() + weight_smem_bytes<kW, kSmem>();
+  std::printf("H=%d W=%d G=%d BB=%d reg=%d smem_slots=%d:", H, kW, kG, kBB, kReg, kSmem);
   if (32 * kSlots < K) {
     std::printf(" %d slots hold %d of %d records: skipped\n", kSlots, 32 * kSlots, K);
     return;
@@ -263,7 +280,8 @@ void run_case(int H, int T, std::mt19937& rng) {
   int per_sm = 0, sms = 0, device = 0;
   PRNN_CUDA_CHECK(cudaGetDevice(&device));
   PRNN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  PRNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * kW, smem));
+  PRNN_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * kW * kG, smem));
   std::printf(" %d CTAs, %d registers, %zu B spilled (local), %.1f KiB shared\n", ctas,
               attr.numRegs, attr.localSizeBytes, smem / 1024.0);
   if (per_sm * sms < ctas) {
@@ -275,7 +293,7 @@ void run_case(int H, int T, std::mt19937& rng) {
   std::vector<float> w(static_cast<std::size_t>(H) * H);
   for (float& v : w) v = scale * uni(rng);
   for (int B : {1, 2, 4}) {
-    if (B > kBB) continue;
+    if (B > kG * kBB) continue;
     std::vector<float> u(static_cast<std::size_t>(T) * B * H);
     for (float& v : u) v = uni(rng);
     // fp64 reference.
@@ -308,7 +326,7 @@ void run_case(int H, int T, std::mt19937& rng) {
     auto launch = [&] {
       void* args[] = {&p};
       PRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(ctas),
-                                                  dim3(32 * kW), args, smem, nullptr));
+                                                  dim3(32 * kW * kG), args, smem, nullptr));
       p.epoch += static_cast<unsigned>(T);
     };
     PRNN_CUDA_CHECK(cudaMemset(dout, 0xFF, u.size() * sizeof(float)));  // NaN
@@ -347,13 +365,18 @@ int main(int argc, char** argv) try {
   std::mt19937 rng(std::random_device{}());
   // H = 1152 (K = 384, 12 slots) as the library holds it, all in registers, and with half the
   // slots in shared memory: what the shared-memory weights cost at the same exchange.
-  run_case<3, 4, 12, 0>(1152, T, rng);
-  run_case<3, 4, 6, 6>(1152, T, rng);
+  run_case<3, 1, 4, 12, 0>(1152, T, rng);
+  run_case<3, 1, 4, 6, 6>(1152, T, rng);
   // H = 2048 (K = 683, 22 slots): 6 warps (114 CTAs) or 8 (86), 12 or 16 slots in registers.
-  run_case<6, 4, 12, 10>(2048, T, rng);
-  run_case<6, 4, 16, 6>(2048, T, rng);
-  run_case<8, 4, 12, 10>(2048, T, rng);
-  run_case<6, 2, 16, 6>(2048, T, rng);
+  run_case<6, 1, 4, 12, 10>(2048, T, rng);
+  run_case<6, 1, 4, 16, 6>(2048, T, rng);
+  run_case<8, 1, 4, 12, 10>(2048, T, rng);
+  run_case<6, 1, 2, 16, 6>(2048, T, rng);
+  // Two or four batch groups (12 or 24 warps: 168 or 85 registers a thread), fewer slots in
+  // registers, the held weights read by every group: more warps to hide the FMAs' latency.
+  run_case<6, 2, 2, 8, 14>(2048, T, rng);
+  run_case<6, 2, 1, 10, 12>(2048, T, rng);
+  run_case<6, 4, 1, 4, 18>(2048, T, rng);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "wide_rows_lab: %s\n", e.what());
