@@ -73,51 +73,46 @@ void pick_tensor_core(Tiling& t, std::int64_t hidden, std::int64_t batch, int sm
 }
 
 // The shared memory a CTA may have on sm_90 (227 KiB), less room for the kernels' static words:
-// the wide warp-rows shapes must fit it (their held weights, records and staging).
-constexpr std::size_t kWarpRowsWideMaxSmemBytes = 227 * 1024 - 1024;
+// a warp-rows shape's held weights, records and staging must fit it (only the wide shapes come
+// near it: 189 KiB at H = 2048).
+constexpr std::size_t kWarpRowsMaxSmemBytes = 227 * 1024 - 1024;
 
 // The warp-rows kernel for vanilla layers at small batches (tiling.h), when a shape holds the
 // layer: the fewest batch elements per warp that keep the batch groups within
 // kWarpRowsMaxGroups; W = the fewest record warps per CTA that fit the SMs; then the fewest
 // records per lane that cover the records, then the smallest launch bound that takes the CTA's
 // warps, then the fewest polled slots that serve W. Where no register shape holds the layer, a
-// wide shape (part of each lane's weights in shared memory) at B ≤ kWarpRowsWideMaxBatch: one
-// batch group, the smallest BB ≥ B, where W serves its slots and its shared memory fits.
+// wide shape (part of each lane's weights in shared memory): one batch group, the smallest
+// BB ≥ B, where W serves its slots and its shared memory fits.
 void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_count) {
   if (batch > kWarpRowsMaxBatch) return;
-  std::int64_t per_warp = (batch + kWarpRowsMaxGroups - 1) / kWarpRowsMaxGroups;
-  std::int64_t groups = (batch + per_warp - 1) / per_warp;
+  const std::int64_t per_warp = (batch + kWarpRowsMaxGroups - 1) / kWarpRowsMaxGroups;
   const std::int64_t w = (records + sm_count - 1) / sm_count;  // record warps per batch group
+  auto groups_of = [&](const WarpRowsShape& s) {
+    return (batch + s.batch_per_warp - 1) / s.batch_per_warp;
+  };
+  auto fits = [&](const WarpRowsShape& s) {
+    const bool batch_fits =
+        s.smem_slots == 0 ? s.batch_per_warp == per_warp : s.batch_per_warp >= batch;  // one group
+    return batch_fits && std::int64_t{32} * s.slots() >= records &&
+           32 * w * groups_of(s) <= s.max_threads && (s.slots() + w - 1) / w <= s.own_slots &&
+           warp_rows_smem_bytes(s, static_cast<int>(groups_of(s)), static_cast<int>(w), records) <=
+               kWarpRowsMaxSmemBytes;
+  };
   auto better = [](const WarpRowsShape& s, const WarpRowsShape& b) {
+    if (s.smem_slots != b.smem_slots) return s.smem_slots < b.smem_slots;  // registers first
+    if (s.batch_per_warp != b.batch_per_warp) return s.batch_per_warp < b.batch_per_warp;
     if (s.records_per_lane != b.records_per_lane) return s.records_per_lane < b.records_per_lane;
     if (s.max_threads != b.max_threads) return s.max_threads < b.max_threads;
     return s.own_slots < b.own_slots;
   };
-  for (int i = 0; i < kWarpRowsShapeCount; ++i) {
-    const WarpRowsShape& s = kWarpRowsShapes[i];
-    if (s.smem_slots > 0) continue;
-    if (s.batch_per_warp != per_warp || std::int64_t{32} * s.records_per_lane < records) continue;
-    if (32 * w * groups > s.max_threads) continue;
-    if ((s.records_per_lane + w - 1) / w > s.own_slots) continue;
-    if (t.warp_rows < 0 || better(s, kWarpRowsShapes[t.warp_rows])) t.warp_rows = i;
-  }
-  if (t.warp_rows < 0 && batch <= kWarpRowsWideMaxBatch) {
-    for (int i = 0; i < kWarpRowsShapeCount; ++i) {
-      const WarpRowsShape& s = kWarpRowsShapes[i];
-      if (s.smem_slots == 0 || s.batch_per_warp < batch || std::int64_t{32} * s.slots() < records ||
-          32 * w > s.max_threads || (s.slots() + w - 1) / w > s.own_slots ||
-          warp_rows_smem_bytes(s, 1, static_cast<int>(w), records) > kWarpRowsWideMaxSmemBytes)
-        continue;
-      if (t.warp_rows < 0 || s.batch_per_warp < kWarpRowsShapes[t.warp_rows].batch_per_warp)
-        t.warp_rows = i;
-    }
-    if (t.warp_rows >= 0) {
-      per_warp = kWarpRowsShapes[t.warp_rows].batch_per_warp;
-      groups = 1;
-    }
-  }
+  for (int i = 0; i < kWarpRowsShapeCount; ++i)
+    if (fits(kWarpRowsShapes[i]) &&
+        (t.warp_rows < 0 || better(kWarpRowsShapes[i], kWarpRowsShapes[t.warp_rows])))
+      t.warp_rows = i;
   if (t.warp_rows < 0) return;
   const WarpRowsShape& s = kWarpRowsShapes[t.warp_rows];
+  const std::int64_t groups = groups_of(s);
   t.warp_rows_records = static_cast<int>(w);
   t.warp_rows_groups = static_cast<int>(groups);
   t.warp_rows_ctas = static_cast<int>((records + w - 1) / w);

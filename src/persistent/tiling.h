@@ -200,11 +200,10 @@ inline constexpr int kTensorCoreShapeCount =
 // H = 2048: 198 weights a lane): a lane's slots past the first kRec live in shared memory,
 // [W][smem_slots][9][32] fp32, each slot's 9 weights loaded once per step for all BB batch
 // elements. One batch group (B ≤ BB), W ≥ 6 record warps (own_slots 4 of 22 slots), 256 threads
-// (255 registers: ptxas sm_90 235-255, no spills but 16-24 bytes at BB = 3 with sequence
-// lengths and tanh; a warp computes all BB, so B = 3 takes BB = 3, not 4). 16 slots in
-// registers and 6 in shared memory:
-// measured in the lab first (bench/persistent/NOTES.md, "Warp rows past H = 1152": an H100 at
-// H = 2048, B = 4, 3.46 µs/step with 16 + 6 slots, 3.77 with 12 + 10).
+// (255 registers: ptxas sm_90 235-255, no local memory; a warp computes all BB, so B = 3 takes
+// BB = 3, not 4). 16 slots in registers and 6 in shared memory: measured in the lab first
+// (bench/persistent/NOTES.md, "Warp rows past H = 1152": an H100 at H = 2048, B = 4, 3.46
+// µs/step with 16 + 6 slots, 3.77 with 12 + 10).
 struct WarpRowsShape {
   int records_per_lane = 0;  // kRec in registers: H ≤ 96·(kRec + smem_slots)
   int batch_per_warp = 1;    // BB
@@ -222,11 +221,23 @@ inline constexpr WarpRowsShape kWarpRowsShapes[] = {
 };
 inline constexpr int kWarpRowsShapeCount =
     static_cast<int>(sizeof(kWarpRowsShapes) / sizeof(kWarpRowsShapes[0]));
-// The wide shapes' limits: one batch group of at most this many batch elements, at least this
-// many record warps (ceil(22 / 4) = 6: own_slots), and so H ≤ 96·22 = 2112.
-inline constexpr int kWarpRowsWideMaxBatch = 4;
-inline constexpr int kWarpRowsWideMinRecordWarps = 6;
-inline constexpr std::int64_t kWarpRowsWideMaxHidden = 96 * 22;
+// The wide shapes' limits, from the table: one batch group of at most their largest BB, and
+// H ≤ 96·slots (2112 at 22 slots; they need W ≥ ceil(slots / own_slots) = 6 record warps).
+constexpr int warp_rows_wide_max_batch() {
+  int most = 0;
+  for (const WarpRowsShape& s : kWarpRowsShapes)
+    if (s.smem_slots > 0 && s.batch_per_warp > most) most = s.batch_per_warp;
+  return most;
+}
+constexpr std::int64_t warp_rows_wide_max_hidden() {
+  std::int64_t most = 0;
+  for (const WarpRowsShape& s : kWarpRowsShapes)
+    if (s.smem_slots > 0 && 96 * s.slots() > most) most = 96 * s.slots();
+  return most;
+}
+inline constexpr int kWarpRowsWideMaxBatch = warp_rows_wide_max_batch();
+inline constexpr std::int64_t kWarpRowsWideMaxHidden = warp_rows_wide_max_hidden();
+static_assert(kWarpRowsWideMaxBatch == 4 && kWarpRowsWideMaxHidden == 2112);
 // The vanilla warp-rows kernel stages its weights through shared memory (warp_rows_kernel.cuh,
 // stage_weights) before the records use that memory (the kernel takes the larger of the two): the
 // CTA's 3·W units over all H ≤ 3·records columns, fp32.
