@@ -109,25 +109,24 @@ __device__ __forceinline__ void stage_weights(const Params& p, float* s, int uni
   }
   asm volatile("cp.async.wait_all;" ::: "memory");
   __syncthreads();
+  // The staged weight of this lane's slot j, column c and row r.
+  auto staged = [&](int j, int c, int r) {
+    const int col = kR3 * (lane + 32 * j) + c, u = kR3 * ur + r;
+    return col >= H ? 0.0f : kT ? s[col * U + u] : s[u * Hp + col];
+  };
 #pragma unroll
   for (int j = 0; j < kRec; ++j)
 #pragma unroll
     for (int c = 0; c < kR3; ++c)
 #pragma unroll
-      for (int r = 0; r < kR3; ++r) {
-        const int col = kR3 * (lane + 32 * j) + c, u = kR3 * ur + r;
-        w[r][kR3 * j + c] = col >= H ? 0.0f : kT ? s[col * U + u] : s[u * Hp + col];
-      }
+      for (int r = 0; r < kR3; ++r) w[r][kR3 * j + c] = staged(j, c, r);
   if (fill)
     for (int i = 0; i < kSmem; ++i)
 #pragma unroll
       for (int c = 0; c < kR3; ++c)
 #pragma unroll
-        for (int r = 0; r < kR3; ++r) {
-          const int col = kR3 * (lane + 32 * (kRec + i)) + c, u = kR3 * ur + r;
-          held[(i * kR3 * kR3 + kR3 * c + r) * 32 + lane] =
-              col >= H ? 0.0f : kT ? s[col * U + u] : s[u * Hp + col];
-        }
+        for (int r = 0; r < kR3; ++r)
+          held[(i * kR3 * kR3 + kR3 * c + r) * 32 + lane] = staged(kRec + i, c, r);
   __syncthreads();
 }
 
@@ -151,9 +150,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
   const int row0 = rec_k * kR3, bg = warp / W, part = warp % W;
   // The wide shapes' weights in shared memory (this warp's: [kSmem][9][32]), then the records,
   // [2][G][BB][kSlots][32].
-  float* const s_held = reinterpret_cast<float*>(s_dynamic);
+  float* const s_held = reinterpret_cast<float*>(s_dynamic) + part * kSmem * kR3 * kR3 * 32;
   float4* const s_share = s_dynamic + W * kSmem * kR3 * kR3 * 32 / 4;
-  const float* const held = s_held + part * kSmem * kR3 * kR3 * 32 + lane;
+  const float* const held = s_held + lane;
 
   // The weights: w[r][3j + c] is row row0 + r, column 3·(lane + 32j) + c of W_hh (forward) or
   // of W_hhᵀ (backward); zeros outside. Staged through the shared memory the records use later,
@@ -175,7 +174,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
   } else {
     stage_weights<!kFwd, kRec, kSmem>(p, reinterpret_cast<float*>(s_share),
                                       static_cast<int>(blockIdx.x) * W * kR3, W * kR3, part, lane,
-                                      w, s_held + part * kSmem * kR3 * kR3 * 32, bg == 0);
+                                      w, s_held, bg == 0);
   }
   // The input projection's W_ih rows: entry ((w·3 + r)·nch + j)·32 + l is row 3·(c·W + w) + r,
   // columns 4·(l + 32j) .. + 3 (zeros outside); filled by the whole CTA once.
