@@ -38,6 +38,16 @@ struct DeviceInfo {
 
 // True when prnn was built with CUDA support.
 bool built_with_cuda();
+// GPUs described by what their driver reports, for planning on a machine that has none of them
+// (`prnn plan --gpu h200`): "h100" (H100 SXM, 80 GB HBM3) and "h200". Both are sm_90 parts of
+// 132 SMs, the GPUs the persistent kernels' tiling and the planner's latency model were fitted on.
+// Set: name, compute capability, SMs, registers, threads, shared memory, L2, SM and memory
+// clocks, memory bus, cooperative and cluster launch; global_memory_bytes is 0 (the plan does not
+// read it) and index is -1 (not a device of this machine).
+std::vector<std::string> described_devices();
+// Case-insensitive; throws InvalidArgument naming the described GPUs for any other name.
+DeviceInfo described_device(const std::string& name);
+
 // Number of usable GPUs; 0 when there is none, no driver, or the build has no CUDA.
 int device_count();
 // Why device_count() is 0, in plain words ("no CUDA-capable device is detected", ...).

@@ -59,8 +59,11 @@ struct PersistentPlan {
   // Capacity (bytes).
   std::int64_t weight_bytes = 0;           // the whole W_hh of one layer direction
   std::int64_t weight_bytes_per_cta = 0;
+  // Where a CTA's weights live: as the kernel that runs the layer holds them (a wide warp-rows
+  // or large tensor-core shape keeps part in shared memory), else registers first up to their
+  // budget and the rest in shared memory. fits is the capacity inequality either way.
   std::int64_t register_bytes_per_cta = 0;  // weights kept in registers
-  std::int64_t shared_bytes_per_cta = 0;    // weights spilled to shared memory
+  std::int64_t shared_bytes_per_cta = 0;    // weights held in shared memory
   std::int64_t register_budget_per_cta = 0;
   std::int64_t shared_budget_per_cta = 0;   // after the h_{t-1} staging buffers
 

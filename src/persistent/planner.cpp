@@ -585,6 +585,30 @@ void predict_passes(PersistentPlan& p, const persistent::Tiling& t, std::int64_t
   }
 }
 
+// The bytes of a CTA's W_hh rows (G·U rows of H, as stored) that the kernel running the layer
+// holds in shared memory: a wide warp-rows shape's columns past its register slots (a lane's
+// slot j covers columns 96j .. 96j + 95), a large tensor-core shape's last KS of each warp's KT
+// column tiles; every other shape holds them all in registers. -1 where no kernel runs the
+// layer.
+std::int64_t kernel_shared_weight_bytes(const persistent::Tiling& t, std::int64_t hidden,
+                                        std::int64_t rows_per_cta, std::int64_t elem) {
+  if (t.warp_rows >= 0) {
+    const persistent::WarpRowsShape& s = persistent::kWarpRowsShapes[t.warp_rows];
+    const std::int64_t first = std::int64_t{persistent::kUnitsPerRecord} * 32 * s.records_per_lane;
+    return rows_per_cta * std::max<std::int64_t>(0, hidden - first) * elem;
+  }
+  if (t.gated_warp_rows >= 0 || t.shape >= 0) return 0;
+  if (!t.runs()) return -1;
+  const persistent::TensorCoreShape& s = persistent::kTensorCoreShapes[t.tensor_core];
+  std::int64_t columns = 0;
+  for (int w = 0; w < persistent::kTensorCoreWarps; ++w) {
+    const std::int64_t from = (std::int64_t{w} * s.k_tiles + s.k_tiles - s.smem_tiles) * 16;
+    const std::int64_t to = std::min<std::int64_t>(hidden, (std::int64_t{w} + 1) * s.k_tiles * 16);
+    columns += std::max<std::int64_t>(0, to - from);
+  }
+  return rows_per_cta * columns * elem;
+}
+
 }  // namespace
 
 PersistentPlan plan_persistent(const RnnDesc& desc, std::int64_t batch, const DeviceInfo& dev) {
@@ -628,9 +652,14 @@ PersistentPlan plan_persistent(const RnnDesc& desc, std::int64_t batch, const De
   const std::int64_t staging = 2 * batch * H * 4;  // h_{t-1} double-buffered, fp32
   p.shared_budget_per_cta = std::max<std::int64_t>(
       0, static_cast<std::int64_t>(dev.shared_memory_per_block_optin) - staging - kSharedReserveBytes);
-  p.register_bytes_per_cta = std::min(p.weight_bytes_per_cta, p.register_budget_per_cta);
-  p.shared_bytes_per_cta = p.weight_bytes_per_cta - p.register_bytes_per_cta;
-  p.fits = p.shared_bytes_per_cta <= p.shared_budget_per_cta;
+  // The fit is the capacity inequality; the split is the kernel's where one runs the layer, else
+  // registers first up to their budget.
+  p.fits = p.weight_bytes_per_cta <= p.register_budget_per_cta + p.shared_budget_per_cta;
+  const std::int64_t held = kernel_shared_weight_bytes(kernel_tiling, H, p.rows_per_cta, elem);
+  p.shared_bytes_per_cta = held >= 0 ? std::min(held, p.weight_bytes_per_cta)
+                                     : p.weight_bytes_per_cta - std::min(p.weight_bytes_per_cta,
+                                                                         p.register_budget_per_cta);
+  p.register_bytes_per_cta = p.weight_bytes_per_cta - p.shared_bytes_per_cta;
 
   const double clock_hz = dev.sm_clock_khz * 1e3;
   const double flops = 2.0 * static_cast<double>(batch * G * H * H);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "persistent/tiling.h"
 #include "prnn/error.h"
@@ -153,6 +154,15 @@ TEST(Planner, WarpRowsWide) {
   // (2 parities x 4 x 22 x 32 float4).
   EXPECT_EQ(persistent::warp_rows_smem_bytes(wide, 1, 6, 683),
             6u * 6 * 9 * 32 * 4 + 18u * 2052 * 4);
+  // The plan's split is the kernel's: of a CTA's 18 rows, the columns past a lane's 16 register
+  // slots (3 · 32 · 16 = 1536) in shared memory.
+  const PersistentPlan p = plan_persistent(rnn(Cell::ReLU, 2048), 4, h200());
+  ASSERT_TRUE(p.fits) << p.reason;
+  EXPECT_EQ(p.rows_per_cta, 18);
+  EXPECT_EQ(p.register_bytes_per_cta, 18 * 1536 * 4);
+  EXPECT_EQ(p.shared_bytes_per_cta, 18 * (2048 - 1536) * 4);
+  EXPECT_NE(p.reason.find("(108.0 KiB in registers, 36.0 KiB in shared memory)"), std::string::npos)
+      << p.reason;
 }
 
 // The vanilla warp-rows kernel stages its CTA's weights through shared memory: 3·W units over
@@ -199,11 +209,16 @@ TEST(Planner, FinishBarrierWhereMeasuredFaster) {
 }
 
 TEST(Planner, SpillsToSharedMemoryThenStops) {
-  // LSTM H=2048 in bf16: 32 MiB, 254 KiB per SM: registers (~191 KiB) + shared memory.
+  // LSTM H=2048 in bf16: 32 MiB, 256 KiB per CTA on the large tensor-core shape (R = 16, 128
+  // CTAs): more than the register budget (~191 KiB), so shared memory holds the rest. The split
+  // is the kernel's: of each warp's 16 column tiles the last 9 in shared memory, 64 rows x 8 x 9
+  // x 16 columns in bf16 = 144 KiB, the other 112 KiB in registers.
   const PersistentPlan lstm16 = plan_persistent(rnn(Cell::LSTM, 2048, DType::BF16), 4, h200());
   ASSERT_TRUE(lstm16.fits) << lstm16.reason;
-  EXPECT_GT(lstm16.shared_bytes_per_cta, 0);
-  EXPECT_EQ(lstm16.register_bytes_per_cta, lstm16.register_budget_per_cta);
+  EXPECT_GT(lstm16.weight_bytes_per_cta, lstm16.register_budget_per_cta);
+  EXPECT_EQ(lstm16.weight_bytes_per_cta, 64 * 2048 * 2);
+  EXPECT_EQ(lstm16.shared_bytes_per_cta, 64 * 8 * 9 * 16 * 2);
+  EXPECT_EQ(lstm16.register_bytes_per_cta, 64 * 8 * 7 * 16 * 2);
   EXPECT_GT(lstm16.shared_us, 0.0);
   // LSTM H=2048 in fp32 (64 MiB) does not fit; the reason names sizes.
   const PersistentPlan lstm32 = plan_persistent(rnn(Cell::LSTM, 2048), 4, h200());
@@ -759,6 +774,48 @@ TEST(Planner, RejectsBadInput) {
   EXPECT_THROW(plan_persistent(rnn(Cell::ReLU, 0), 4, h200()), InvalidArgument);
   EXPECT_THROW(plan_persistent(rnn(Cell::ReLU, 64), 0, h200()), InvalidArgument);
   EXPECT_THROW(plan_persistent(rnn(Cell::ReLU, 64), 4, DeviceInfo{}), InvalidArgument);
+}
+
+// The described GPUs (`prnn plan --gpu`): the H200 is the device this file plans on, field for
+// field where the planner reads it, so its plans are the same; the H100 differs only in its
+// memory interface and L2; any other name is refused with the names it could have been.
+TEST(Planner, DescribedDevices) {
+  EXPECT_EQ(described_devices(), (std::vector<std::string>{"h100", "h200"}));
+  const DeviceInfo d = described_device("H200");
+  const DeviceInfo t = h200();
+  EXPECT_EQ(d.index, -1);
+  EXPECT_EQ(d.name, t.name);
+  EXPECT_EQ(std::tie(d.cc_major, d.sm_count, d.registers_per_sm, d.sm_clock_khz, d.memory_clock_khz,
+                     d.memory_bus_width_bits),
+            std::tie(t.cc_major, t.sm_count, t.registers_per_sm, t.sm_clock_khz, t.memory_clock_khz,
+                     t.memory_bus_width_bits));
+  EXPECT_EQ(d.shared_memory_per_sm, t.shared_memory_per_sm);
+  EXPECT_EQ(d.shared_memory_per_block_optin, t.shared_memory_per_block_optin);
+  for (const auto& [cell, H, B, dtype] :
+       {std::tuple{Cell::ReLU, 1152, 4, DType::F32}, std::tuple{Cell::ReLU, 2048, 3, DType::F32},
+        std::tuple{Cell::LSTM, 2048, 4, DType::BF16},
+        std::tuple{Cell::GRU, 1024, 16, DType::F32}}) {
+    const PersistentPlan a = plan_persistent(rnn(cell, H, dtype), B, d);
+    const PersistentPlan b = plan_persistent(rnn(cell, H, dtype), B, t);
+    EXPECT_EQ(describe(a), describe(b)) << to_string(cell) << " H=" << H << " B=" << B;
+    EXPECT_DOUBLE_EQ(a.forward.step_us, b.forward.step_us);
+  }
+  const DeviceInfo h100 = described_device("h100");
+  EXPECT_EQ(h100.name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(h100.sm_count, 132);
+  EXPECT_EQ(h100.memory_bus_width_bits, 5120);
+  // 2 · 2619 MHz · 5120 bits / 8: the H100 SXM's 3.35 TB/s.
+  EXPECT_NEAR(2.0 * h100.memory_clock_khz * 1e3 * h100.memory_bus_width_bits / 8, 3.35e12, 0.01e12);
+  EXPECT_EQ(plan_persistent(rnn(Cell::ReLU, 2048), 4, h100).kernel,
+            plan_persistent(rnn(Cell::ReLU, 2048), 4, d).kernel);
+  try {
+    described_device("a100");
+    ADD_FAILURE() << "described_device(\"a100\") did not throw";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("expected one of h100, h200, got \"a100\""),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

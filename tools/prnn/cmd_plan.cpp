@@ -1,6 +1,8 @@
-// `prnn plan`: how a recurrent layer would be laid out on this GPU by the persistent kernels, and
-// the predicted cost of a step (the latency model of the kernels, with the MBSP bound beside it).
+// `prnn plan`: how a recurrent layer would be laid out on this GPU (or, --gpu, on a described one)
+// by the persistent kernels, and the predicted cost of a step (the latency model of the kernels,
+// with the MBSP bound beside it).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <memory>
 
@@ -18,18 +20,25 @@ struct PlanOptions {
   std::int64_t hidden = 1152;
   std::int64_t batch = 4;
   int device = 0;
+  std::string gpu;  // a described GPU (prnn/device.h) instead of one of this machine's
 };
 
 void run_plan(const PlanOptions& o) {
-  if (device_count() == 0)
-    throw Unsupported("prnn plan", "it plans for a GPU's registers and shared memory, and there "
-                                   "is none: " + no_device_reason());
-  const DeviceInfo d = device_info(o.device);
+  if (o.gpu.empty() && device_count() == 0)
+    throw Unsupported("prnn plan",
+                      "it plans for a GPU's registers and shared memory, and there is none (" +
+                          no_device_reason() + "); name one with --gpu (" +
+                          fmt::format("{}", fmt::join(described_devices(), ", ")) + ")");
+  const DeviceInfo d = o.gpu.empty() ? device_info(o.device) : described_device(o.gpu);
   RnnDesc desc{parse_cell(o.cell),  o.hidden, o.hidden, 1, Direction::Unidirectional,
                parse_dtype(o.dtype)};
   desc.gemm_math = parse_gemm_math(o.math);
-  fmt::print("{} on GPU {} ({}, {} SMs), batch {}\n", to_string(desc.cell), d.index, d.name,
-             d.sm_count, o.batch);
+  if (o.gpu.empty())
+    fmt::print("{} on GPU {} ({}, {} SMs), batch {}\n", to_string(desc.cell), d.index, d.name,
+               d.sm_count, o.batch);
+  else
+    fmt::print("{} on an {} as described (--gpu {}, {} SMs; not a GPU of this machine), batch {}\n",
+               to_string(desc.cell), d.name, o.gpu, d.sm_count, o.batch);
   fmt::print("{}", describe(plan_persistent(desc, o.batch, d)));
   // The latency model's cycle constants were fitted on an H200 (src/persistent/planner.cpp).
   if (d.cc_major != 9)
@@ -51,7 +60,11 @@ void add_plan_command(CLI::App& app) {
                   "f32 layers: the GEMMs over all timesteps in fp32 or tf32 (RnnDesc::gemm_math)")
       ->check(CLI::IsMember({"fp32", "tf32"}))
       ->capture_default_str();
-  cmd->add_option("--device", o->device, "GPU index")->check(CLI::NonNegativeNumber);
+  auto* device = cmd->add_option("--device", o->device, "GPU index")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--gpu", o->gpu,
+                  fmt::format("Plan for a described GPU instead of one of this machine's: {}",
+                              fmt::join(described_devices(), ", ")))
+      ->excludes(device);
   cmd->callback([o] { run_plan(*o); });
 }
 
