@@ -22,8 +22,9 @@
 //          *error (results then wrong, and reported); every CTA must be co-resident (checked).
 // Build:   the CMake target prnn_wide_rows_lab (the records' loads and stores are the library's,
 //          persistent/kernel_common.cuh; the timing bench/bench_timer.h's).
-// Usage:   wide_rows_lab [T]   (default 256): every instantiation below at its H and each B of
-//          1, 2, 4 up to kG·kBB.
+// Usage:   wide_rows_lab [T [B [CASE]]]   (T default 256): every instantiation below at its H
+//          and each B of 1, 2, 4 up to kG·kBB; B (0: all) keeps that batch only, CASE (0-based,
+//          in main's order) that instantiation only (for a profiler: wide_rows_profile.sh).
 // Prints per case: CTAs, registers and spills (cudaFuncGetAttributes), shared memory, µs/step
 // (median of 20 launches timed alone with events, after 3: bench_timer.h's median_us) and the max
 // |out − ref| / max |ref| against an fp64 CPU reference (fresh uniform inputs, out poisoned with
@@ -261,9 +262,13 @@ __global__ void __launch_bounds__(32 * kW * kG, 1) wide_rows_kernel(const Params
   }
 }
 
+// The command line's filters: the batch (0: all) and the instantiation (-1: all) to run.
+int g_only_batch = 0, g_only_case = -1, g_case = 0;
+
 // One instantiation's runs at its H and every B ≤ kG·kBB in {1, 2, 4}.
 template <int kW, int kG, int kBB, int kReg, int kSmem>
 void run_case(int H, int T, std::mt19937& rng) {
+  if (const int index = g_case++; g_only_case >= 0 && index != g_only_case) return;
   constexpr int kSlots = kReg + kSmem;
   const int K = (H + 2) / 3, ctas = (K + kW - 1) / kW;
   auto kernel = wide_rows_kernel<kW, kG, kBB, kReg, kSmem>;
@@ -293,7 +298,7 @@ void run_case(int H, int T, std::mt19937& rng) {
   std::vector<float> w(static_cast<std::size_t>(H) * H);
   for (float& v : w) v = scale * uni(rng);
   for (int B : {1, 2, 4}) {
-    if (B > kG * kBB) continue;
+    if (B > kG * kBB || (g_only_batch != 0 && B != g_only_batch)) continue;
     std::vector<float> u(static_cast<std::size_t>(T) * B * H);
     for (float& v : u) v = uni(rng);
     // fp64 reference.
@@ -360,6 +365,12 @@ int main(int argc, char** argv) try {
   const int T = argc > 1 ? std::atoi(argv[1]) : 256;
   if (T < 2) {
     std::fprintf(stderr, "wide_rows_lab: expected T >= 2, got %d\n", T);
+    return 1;
+  }
+  g_only_batch = argc > 2 ? std::atoi(argv[2]) : 0;
+  g_only_case = argc > 3 ? std::atoi(argv[3]) : -1;
+  if (g_only_batch != 0 && g_only_batch != 1 && g_only_batch != 2 && g_only_batch != 4) {
+    std::fprintf(stderr, "wide_rows_lab: expected B of 0 (all), 1, 2 or 4, got %d\n", g_only_batch);
     return 1;
   }
   std::mt19937 rng(std::random_device{}());

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Where the wide warp-rows step stalls (bench/persistent/NOTES.md, "Warp rows past H = 1152"): one
+# launch of a wide_rows_lab case under ncu, with the warp-state, scheduler, instruction and
+# memory-workload statistics and the per-instruction stall samples of its SASS.
+# On the GPU machine, from the repo root:
+#   bench/persistent/wide_rows_profile.sh OUT [CASE [B [T]]]
+# CASE: the lab's instantiation, 0-based in its main() (default 3: H = 2048, 16 + 6 slots, BB = 4,
+# the library's wide shape); B: 1, 2 or 4 (default 4); T: steps (default 64; the lab's fp64 check
+# on the CPU takes most of a run at H = 2048). Builds prnn_wide_rows_lab with the gpu preset
+# (build/gpu, or $BUILD), runs the case once unprofiled (its µs/step and its error against the fp64
+# reference), then profiles its first (checked) launch, and writes into OUT:
+#   lab.txt          the unprofiled run
+#   profile.ncu-rep  the report (ncu --import profile.ncu-rep --page details, or Nsight Compute)
+#   details.txt      the sections as text
+#   sass.csv         per SASS instruction: executions and stall samples by reason
+set -euo pipefail
+out=${1:?usage: wide_rows_profile.sh OUT [CASE [B [T]]]}
+case_index=${2:-3}
+batch=${3:-4}
+steps=${4:-64}
+build=${BUILD:-build/gpu}
+mkdir -p "$out"
+cmake --preset gpu >"$out/configure.log" 2>&1
+cmake --build "$build" --target prnn_wide_rows_lab -j "$(nproc)" >"$out/build.log" 2>&1
+lab=$(find "$build" -name prnn_wide_rows_lab -type f -perm -u+x | head -1)
+"$lab" "$steps" "$batch" "$case_index" | tee "$out/lab.txt"
+ncu --kernel-name-base demangled --kernel-name regex:wide_rows_kernel --launch-count 1 \
+  --section WarpStateStats --section SchedulerStats --section InstructionStats \
+  --section SourceCounters --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+  --section LaunchStats --section Occupancy --import-source no \
+  -f -o "$out/profile" "$lab" "$steps" "$batch" "$case_index" >"$out/ncu.log" 2>&1
+ncu --import "$out/profile.ncu-rep" --page details >"$out/details.txt"
+ncu --import "$out/profile.ncu-rep" --page source --print-source sass --csv >"$out/sass.csv"
+grep -E "Stall|Warp Cycles|Issued|Eligible|Active Warps" "$out/details.txt" | head -40
