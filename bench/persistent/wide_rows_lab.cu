@@ -69,6 +69,16 @@ constexpr unsigned kSpinBound = 1u << 24;
 #define LAB_ONE_SLOT 0
 #endif
 constexpr bool kLabOneSlot = LAB_ONE_SLOT != 0;
+// Code-size variant: -DLAB_ROLLED=1 runs the register slots' FMAs batch element by batch element
+// in a loop that is not unrolled (#pragma unroll 1), each pass over the kReg slots into two
+// partial sums per row (even and odd slots), then added into that element's sums. The step's
+// unrolled body shrinks by about kBB× (640 of its ~740 instructions at 16 + 6, BB = 4, are the
+// register slots'), for the hypothesis that the FMA phase, 3× slower than its issue rate, waits
+// on instruction fetch. The sums' order changes (two chains), so results differ by rounding.
+#ifndef LAB_ROLLED
+#define LAB_ROLLED 0
+#endif
+constexpr bool kLabRolled = LAB_ROLLED != 0;
 // Scheduling variant (the same sums in the same order per accumulator, so the same results):
 // -DLAB_INTERLEAVE=1 loads a slot's records of every batch element first and then issues its
 // FMAs column by column over all 3·kBB sums, so that consecutive FMAs write 3·kBB different
@@ -191,8 +201,30 @@ __global__ void __launch_bounds__(32 * kW * kG, 1) wide_rows_kernel(const Params
       else
         asm volatile("bar.sync %0, %1;" ::"r"(1 + g), "r"(32 * kW) : "memory");
       // Register slots.
+      if constexpr (kLabRolled) {
+#pragma unroll 1
+        for (int b = 0; b < kBB; ++b) {
+          const float4* hb = s_par + b * kSlots * 32;
+          float part[2][3] = {};
 #pragma unroll
-      for (int i = 0; i < kReg; ++i) {
+          for (int i = 0; i < kReg; ++i) {
+            const float4 h = hb[i * 32];
+            const float hv[3] = {h.x, h.y, h.z};
+#pragma unroll
+            for (int c = 0; c < 3; ++c)
+#pragma unroll
+              for (int r = 0; r < 3; ++r)
+                part[i & 1][r] = fmaf(w[r][3 * i + c], hv[c], part[i & 1][r]);
+          }
+#pragma unroll
+          for (int e = 0; e < kBB; ++e)
+            if (e == b)
+#pragma unroll
+              for (int r = 0; r < 3; ++r) acc[3 * e + r] += part[0][r] + part[1][r];
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < (kLabRolled ? 0 : kReg); ++i) {
         if constexpr (kLabInterleave) {
           float hv[kBB][3];
 #pragma unroll
