@@ -373,9 +373,11 @@ constexpr double kGatedWarpRowsFixedCycles = 2200;
 // Its backward data: the same chain with NG times the records polled (every gate's dQ, in two
 // rounds from B = 2) and the cell's backward. Fitted by hand to forward + backward at H = 1024,
 // 1152, B = 1, 2, 4 on an H100 (bench/results/h100/gwr_bwd/ab_new_*: LSTM f32 H=1024 B=4 4.01 /
-// 11.82, LSTM bf16 H=1152 B=1 2.13 / 5.24, GRU f32 B=1 2.01 / 4.88 µs/step): the model is
-// 0.90–1.17× forward + backward there (over at fp32, under at 16-bit).
-constexpr double kGatedWarpRowsBackwardFixedCycles = 3000;
+// 11.82, LSTM bf16 H=1152 B=1 2.13 / 5.24, GRU f32 B=1 2.01 / 4.88 µs/step): the model was
+// 0.90–1.17× forward + backward there (over at fp32, under at 16-bit) at 3000 cycles and the
+// fp32 GEMMs at a third of their peak; with those at 0.6 (kFp32GemmEfficiency), 0.86–1.04× at
+// 3000, and 0.89–1.10× at 3600.
+constexpr double kGatedWarpRowsBackwardFixedCycles = 3600;
 // The staged FMA kernels (gated cells with FMA weights): the staging's polls, its barrier, the
 // reduction's barrier, the finishers' gate math, the publish. From the gated f32 steps at B = 1..32
 // (cells_figure3.csv: LSTM H=1024 3.61 at B = 1, 5.81 at B = 4; GRU H=1152 2.98, 4.71) and the
@@ -419,6 +421,13 @@ constexpr double kWarpRowsL2BytesPerSmPerCycle = 64;
 // quarter to a third of its peak).
 constexpr double kTf32FlopsPerSmPerCycle = 2048.0;
 constexpr double kGemmEfficiency = 1.0 / 3.0;
+// The fp32 layers' GEMMs on the FP32 pipes (gemm_math Fp32) run at 0.6 of that peak: the same
+// steps with fp32 and with TF32 GEMMs differ by the fp32 GEMM less the TF32 one, ReLU H=2048
+// 0.13 / 0.33 / 0.47 / 0.60 µs/step at B = 1..4 (h100/wide_rows/h2048_wide_bb3.csv), H=1152 B=4
+// 0.22 (h200/staged_weights/rnn_targets.csv), i.e. 0.59–0.66 of the FP32 peak with the TF32 GEMM
+// at a third of its own. At a third the model gave the kernel of ReLU H=2048 B=4 2.16 µs/step
+// and its input GEMM 1.50, for about 3.3 and 0.75 measured, the total within 0.90×.
+constexpr double kFp32GemmEfficiency = 0.6;
 
 double mib(std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 double kib(std::int64_t bytes) { return static_cast<double>(bytes) / 1024.0; }
@@ -464,18 +473,27 @@ std::vector<ChunkCycles> fma_chunks(const persistent::Tiling& t, bool forward, s
 // The one chunk of a pass of the warp-rows kernel (tiling t): a lane issues 9 FMAs per slot
 // (kRec + smem_slots) and batch element it holds, 9 shared-memory loads per slot held there, and
 // 5 shuffles and adds per sum (3 per batch element); the CTA reads each record of the step once
-// (B·records·16 bytes; a batch group's warps share them).
+// (B·records·16 bytes; a batch group's warps share them). Then, in series with the issue, the
+// shared-memory reads of every warp: a 16-byte record per slot and batch element of its BB, and
+// the held slots' 9 weights. Without them the model gave the wide shapes' step (ReLU H=2048,
+// B = 1..4) 1.07 / 1.33 / 1.54 / 1.80 µs/step of kernel for about 1.69 / 2.33 / 2.68 / 3.29
+// measured (h100/wide_rows/h2048_wide_bb3.csv less the fp32 GEMM above); with them 1.71 / 2.27 /
+// 2.83 / 3.39. The lab's phase runs at a third of its issue rate (bench/persistent/NOTES.md,
+// "Warp rows past H = 1152"), and a diagnostic without 21 of 22 record reads was only 0.35 µs
+// faster at B = 4: so this term is the phase's measured cost per slot and batch element, written
+// as the reads' bandwidth, not a finding that the reads alone take it.
 std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, std::int64_t records,
                                           std::int64_t batch) {
   const persistent::WarpRowsShape& s = persistent::kWarpRowsShapes[t.warp_rows];
   const std::int64_t bb = s.batch_per_warp;
   const double instructions = static_cast<double>(9 * s.slots() * bb + 9 * s.smem_slots +
                                                   2 * 5 * persistent::kUnitsPerRecord * bb);
-  const double warps_per_scheduler =
-      std::max(1.0, static_cast<double>(t.warp_rows_threads) / 32.0 / kSchedulersPerSm);
-  return {{kWarpRowsFixedCycles, kIssueCycles * instructions * warps_per_scheduler,
-           static_cast<double>(batch * records * 16) / kWarpRowsL2BytesPerSmPerCycle,
-           0.0}};
+  const double warps = static_cast<double>(t.warp_rows_threads) / 32.0;
+  const double warps_per_scheduler = std::max(1.0, warps / kSchedulersPerSm);
+  const double shared = warps * static_cast<double>(s.slots() * bb * 512 + s.smem_slots * 9 * 128) /
+                        kSharedBytesPerSmPerCycle;
+  return {{kWarpRowsFixedCycles, kIssueCycles * instructions * warps_per_scheduler + shared,
+           static_cast<double>(batch * records * 16) / kWarpRowsL2BytesPerSmPerCycle, 0.0}};
 }
 
 // The one chunk of a gated warp-rows pass (tiling t): a lane issues, per batch element of its
@@ -676,11 +694,10 @@ PersistentPlan plan_persistent(const RnnDesc& desc, std::int64_t batch, const De
   const double cycles_per_us = dev.sm_clock_khz * 1e-3;
   predict_passes(p, kernel_tiling, H, batch, cycles_per_us);
   if (!p.forward.kernel.empty()) {
-    const double gemm_flops_per_s =
-        dev.sm_count * clock_hz * kGemmEfficiency *
-        (desc.weight_dtype == DType::F32 && desc.gemm_math == GemmMath::Fp32
-             ? kFp32FlopsPerSmPerCycle
-             : kTf32FlopsPerSmPerCycle);
+    const bool fp32_pipes = desc.weight_dtype == DType::F32 && desc.gemm_math == GemmMath::Fp32;
+    const double gemm_flops_per_s = dev.sm_count * clock_hz *
+                                    (fp32_pipes ? kFp32GemmEfficiency * kFp32FlopsPerSmPerCycle
+                                                : kGemmEfficiency * kTf32FlopsPerSmPerCycle);
     auto gemm_us = [&](std::int64_t k) {
       return 2.0 * static_cast<double>(batch * G * H * k) / gemm_flops_per_s * 1e6;
     };
