@@ -6,10 +6,11 @@
 #   bench/persistent/wide_rows_profile.sh OUT [CASE [B [T]]]
 # CASE: the lab's instantiation, 0-based in its main() (default 3: H = 2048, 16 + 6 slots, BB = 4,
 # the library's wide shape); B: 1, 2 or 4 (default 4); T: steps (default 64; the lab's fp64 check
-# on the CPU takes most of a run at H = 2048). Builds prnn_wide_rows_lab with the gpu preset
-# (build/gpu, or $BUILD), runs the case once unprofiled (its µs/step and its error against the fp64
-# reference), then profiles its first (checked) launch, and writes into OUT:
-#   lab.txt          the unprofiled run
+# on the CPU takes most of a run at H = 2048). Builds prnn_wide_rows_lab and its LAB_ROLLED twin
+# with the gpu preset (build/gpu, or $BUILD), runs the case unprofiled with both, alternating, two
+# rounds (µs/step and the error against the fp64 reference), then profiles the default build's
+# first (checked) launch, and writes into OUT:
+#   lab.txt          the unprofiled runs
 #   profile.ncu-rep  the report (ncu --import profile.ncu-rep --page details, or Nsight Compute)
 #   details.txt      the sections as text
 #   sass.csv         per SASS instruction: executions and stall samples by reason
@@ -21,9 +22,16 @@ steps=${4:-64}
 build=${BUILD:-build/gpu}
 mkdir -p "$out"
 cmake --preset gpu >"$out/configure.log" 2>&1
-cmake --build "$build" --target prnn_wide_rows_lab -j "$(nproc)" >"$out/build.log" 2>&1
+cmake --build "$build" --target prnn_wide_rows_lab prnn_wide_rows_lab_rolled -j "$(nproc)" \
+  >"$out/build.log" 2>&1
 lab=$(find "$build" -name prnn_wide_rows_lab -type f -perm -u+x | head -1)
-"$lab" "$steps" "$batch" "$case_index" | tee "$out/lab.txt"
+rolled=$(find "$build" -name prnn_wide_rows_lab_rolled -type f -perm -u+x | head -1)
+for round in 1 2; do
+  echo "round $round, default:"
+  "$lab" "$steps" "$batch" "$case_index"
+  echo "round $round, LAB_ROLLED=1:"
+  "$rolled" "$steps" "$batch" "$case_index"
+done | tee "$out/lab.txt"
 ncu --kernel-name-base demangled --kernel-name regex:wide_rows_kernel --launch-count 1 \
   --section WarpStateStats --section SchedulerStats --section InstructionStats \
   --section SourceCounters --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
