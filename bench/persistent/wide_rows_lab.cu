@@ -222,39 +222,40 @@ __global__ void __launch_bounds__(32 * kW * kG, 1) wide_rows_kernel(const Params
 #pragma unroll
               for (int r = 0; r < 3; ++r) acc[3 * e + r] += part[0][r] + part[1][r];
         }
-      }
+      } else {
 #pragma unroll
-      for (int i = 0; i < (kLabRolled ? 0 : kReg); ++i) {
-        if constexpr (kLabInterleave) {
-          float hv[kBB][3];
+        for (int i = 0; i < kReg; ++i) {
+          if constexpr (kLabInterleave) {
+            float hv[kBB][3];
 #pragma unroll
-          for (int b = 0; b < kBB; ++b) {
-            const float4 h = s_par[(b * kSlots + (kLabOneSlot ? 0 : i)) * 32];
-            hv[b][0] = h.x;
-            hv[b][1] = h.y;
-            hv[b][2] = h.z;
+            for (int b = 0; b < kBB; ++b) {
+              const float4 h = s_par[(b * kSlots + (kLabOneSlot ? 0 : i)) * 32];
+              hv[b][0] = h.x;
+              hv[b][1] = h.y;
+              hv[b][2] = h.z;
+            }
+#pragma unroll
+            for (int c = 0; c < 3; ++c)
+#pragma unroll
+              for (int b = 0; b < kBB; ++b)
+#pragma unroll
+                for (int r = 0; r < 3; ++r)
+                  acc[3 * b + r] = fmaf(w[r][3 * i + c], hv[b][c], acc[3 * b + r]);
+          } else {
+#pragma unroll
+            for (int b = 0; b < kBB; ++b) {
+              const float4 h = s_par[(b * kSlots + (kLabOneSlot ? 0 : i)) * 32];
+              const float hv[3] = {h.x, h.y, h.z};
+#pragma unroll
+              for (int c = 0; c < 3; ++c)
+#pragma unroll
+                for (int r = 0; r < 3; ++r)
+                  acc[3 * b + r] = fmaf(w[r][3 * i + c], hv[c], acc[3 * b + r]);
+            }
           }
-#pragma unroll
-          for (int c = 0; c < 3; ++c)
-#pragma unroll
-            for (int b = 0; b < kBB; ++b)
-#pragma unroll
-              for (int r = 0; r < 3; ++r)
-                acc[3 * b + r] = fmaf(w[r][3 * i + c], hv[b][c], acc[3 * b + r]);
-          continue;
-        }
-#pragma unroll
-        for (int b = 0; b < kBB; ++b) {
-          const float4 h = s_par[(b * kSlots + (kLabOneSlot ? 0 : i)) * 32];
-          const float hv[3] = {h.x, h.y, h.z};
-#pragma unroll
-          for (int c = 0; c < 3; ++c)
-#pragma unroll
-            for (int r = 0; r < 3; ++r)
-              acc[3 * b + r] = fmaf(w[r][3 * i + c], hv[c], acc[3 * b + r]);
         }
       }
-        // Shared-memory slots: 9 weights loaded once for every batch element.
+      // Shared-memory slots: 9 weights loaded once for every batch element.
 #pragma unroll 2
       for (int i = 0; i < kSmem; ++i) {
         float ws[9];

@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <cctype>
-#include <utility>
 
 #include "core/check.h"
 
@@ -84,12 +83,25 @@ DeviceInfo device_info(int index) {
 #endif
 
 namespace {
-// What cudaDeviceGetAttribute reports on each part (the latency model's H200 is the one of
-// tests/persistent/planner_test.cpp).
-DeviceInfo sm90_part(std::string name, std::size_t l2_bytes, int memory_clock_khz, int bus_bits) {
+// The sm_90 parts prnn plans for without one (prnn/device.h): what cudaDeviceGetAttribute reports
+// on each where they differ; the rest, below, is common to both. The H200 is the device the
+// planner's tests plan on (tests/persistent/planner_test.cpp).
+struct Sm90Part {
+  const char* key;
+  const char* name;
+  std::size_t l2_bytes;
+  int memory_clock_khz;
+  int memory_bus_width_bits;
+};
+constexpr Sm90Part kDescribed[] = {
+    {"h100", "NVIDIA H100 80GB HBM3", 50u << 20, 2619000, 5120},
+    {"h200", "NVIDIA H200", 60u << 20, 3201000, 6016},
+};
+
+DeviceInfo described(const Sm90Part& part) {
   DeviceInfo d;
   d.index = -1;
-  d.name = std::move(name);
+  d.name = part.name;
   d.cc_major = 9;
   d.cc_minor = 0;
   d.sm_count = 132;
@@ -99,36 +111,27 @@ DeviceInfo sm90_part(std::string name, std::size_t l2_bytes, int memory_clock_kh
   d.max_threads_per_block = 1024;
   d.shared_memory_per_sm = 233472;           // 228 KiB
   d.shared_memory_per_block_optin = 232448;  // 227 KiB
-  d.l2_bytes = l2_bytes;
-  d.memory_clock_khz = memory_clock_khz;
-  d.memory_bus_width_bits = bus_bits;
+  d.l2_bytes = part.l2_bytes;
+  d.memory_clock_khz = part.memory_clock_khz;
+  d.memory_bus_width_bits = part.memory_bus_width_bits;
   d.sm_clock_khz = 1980000;
   d.cooperative_launch = true;
   d.cluster_launch = true;
   return d;
 }
-
-struct Described {
-  const char* key;
-  DeviceInfo (*make)();
-};
-constexpr Described kDescribed[] = {
-    {"h100", [] { return sm90_part("NVIDIA H100 80GB HBM3", 50u << 20, 2619000, 5120); }},
-    {"h200", [] { return sm90_part("NVIDIA H200", 60u << 20, 3201000, 6016); }},
-};
 }  // namespace
 
 std::vector<std::string> described_devices() {
   std::vector<std::string> out;
-  for (const Described& d : kDescribed) out.emplace_back(d.key);
+  for (const Sm90Part& part : kDescribed) out.emplace_back(part.key);
   return out;
 }
 
 DeviceInfo described_device(const std::string& name) {
   std::string key = name;
   for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const Described& d : kDescribed)
-    if (key == d.key) return d.make();
+  for (const Sm90Part& part : kDescribed)
+    if (key == part.key) return described(part);
   throw InvalidArgument(fmt::format("described_device: expected one of {}, got \"{}\"",
                                     fmt::join(described_devices(), ", "), name));
 }

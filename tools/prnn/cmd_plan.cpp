@@ -26,9 +26,10 @@ struct PlanOptions {
 void run_plan(const PlanOptions& o) {
   if (o.gpu.empty() && device_count() == 0)
     throw Unsupported("prnn plan",
-                      "it plans for a GPU's registers and shared memory, and there is none (" +
-                          no_device_reason() + "); name one with --gpu (" +
-                          fmt::format("{}", fmt::join(described_devices(), ", ")) + ")");
+                      fmt::format("it plans for a GPU's registers and shared "
+                                  "memory, and there is none ({}); name one with "
+                                  "--gpu ({})",
+                                  no_device_reason(), fmt::join(described_devices(), ", ")));
   const DeviceInfo d = o.gpu.empty() ? device_info(o.device) : described_device(o.gpu);
   RnnDesc desc{parse_cell(o.cell),  o.hidden, o.hidden, 1, Direction::Unidirectional,
                parse_dtype(o.dtype)};
