@@ -423,7 +423,7 @@ constexpr double kTf32FlopsPerSmPerCycle = 2048.0;
 constexpr double kGemmEfficiency = 1.0 / 3.0;
 // The fp32 layers' GEMMs on the FP32 pipes (gemm_math Fp32) run at 0.6 of that peak: the same
 // steps with fp32 and with TF32 GEMMs differ by the fp32 GEMM less the TF32 one, ReLU H=2048
-// 0.13 / 0.33 / 0.47 / 0.60 µs/step at B = 1..4 (h100/wide_rows/h2048_wide_bb3.csv), H=1152 B=4
+// 0.13 / 0.33 / 0.47 / 0.59 µs/step at B = 1..4 (h100/wide_rows/h2048_wide_bb3.csv), H=1152 B=4
 // 0.22 (h200/staged_weights/rnn_targets.csv), i.e. 0.59–0.66 of the FP32 peak with the TF32 GEMM
 // at a third of its own. At a third the model gave the kernel of ReLU H=2048 B=4 2.16 µs/step
 // and its input GEMM 1.50, for about 3.3 and 0.75 measured, the total within 0.90×.
