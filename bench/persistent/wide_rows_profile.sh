@@ -14,6 +14,7 @@
 #   profile.ncu-rep  the report (ncu --import profile.ncu-rep --page details, or Nsight Compute)
 #   details.txt      the sections as text
 #   sass.csv         per SASS instruction: executions and stall samples by reason
+#   sass_stalls.txt  the same reduced by sass_stalls.py: stall totals, then a line per instruction
 set -euo pipefail
 out=${1:?usage: wide_rows_profile.sh OUT [CASE [B [T]]]}
 case_index=${2:-3}
@@ -39,4 +40,5 @@ ncu --kernel-name-base demangled --kernel-name regex:wide_rows_kernel --launch-c
   -f -o "$out/profile" "$lab" "$steps" "$batch" "$case_index" >"$out/ncu.log" 2>&1
 ncu --import "$out/profile.ncu-rep" --page details >"$out/details.txt"
 ncu --import "$out/profile.ncu-rep" --page source --print-source sass --csv >"$out/sass.csv"
+python3 "$(dirname "$0")/sass_stalls.py" "$out/sass.csv" >"$out/sass_stalls.txt"
 grep -E "Stall|Warp Cycles|Issued|Eligible|Active Warps" "$out/details.txt" | head -40
