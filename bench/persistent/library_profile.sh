@@ -11,7 +11,8 @@
 # kernels' forward `persistent_rnn_kernel<.*Pass\)0`, the gated warp rows'
 # `gated_warp_rows_forward_kernel`, the 16-bit tensor-core forward `tensor_core_forward_kernel`).
 # Builds prnn_cli with the gpu preset (build/gpu, or $BUILD), runs `prnn bench` on that one case
-# unprofiled (µs/step, for reference), then profiles KERNEL's third launch (after warm-up), and
+# unprofiled (µs/step, for reference), then profiles KERNEL's third launch (after warm-up;
+# ncu_stalls.sh), and
 # writes into OUT:
 #   bench.csv        the unprofiled bench
 #   profile.ncu-rep  the report; details.txt its sections as text
@@ -34,13 +35,7 @@ prnn=$(find "$build" -name prnn -type f -perm -u+x | head -1)
 bench=(rnn --sweep custom --cells "$cell" --dtypes "$dtype" --hidden "$hidden" --batch "$batch"
   --steps "$steps" --impls prnn-persistent --math fp32 --no-floor)
 "$prnn" bench --out "$out/bench.csv" "${bench[@]}" --repeats 5 | tail -4
-ncu --kernel-name-base demangled --kernel-name "regex:$kernel" --launch-skip 2 \
-  --launch-count 1 --section WarpStateStats --section SchedulerStats --section InstructionStats \
-  --section SourceCounters --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-  --section LaunchStats --section Occupancy --import-source no -f -o "$out/profile" \
-  "$prnn" bench --out "$out/bench_profiled.csv" "${bench[@]}" --repeats 1 >"$out/ncu.log" 2>&1
-ncu --import "$out/profile.ncu-rep" --page details >"$out/details.txt"
-ncu --import "$out/profile.ncu-rep" --page source --print-source sass --csv >"$out/sass.csv"
-python3 "$here/sass_stalls.py" "$out/sass.csv" >"$out/sass_stalls.txt"
+"$here/ncu_stalls.sh" "$out" "$kernel" 2 "$prnn" bench --out "$out/bench_profiled.csv" "${bench[@]}" \
+  --repeats 1
 grep -E "_kernel<|Issued Ipc|Eligible|Active Warps|Warp Cycles" "$out/details.txt" | head -20
 head -12 "$out/sass_stalls.txt"

@@ -9,7 +9,7 @@
 # on the CPU takes most of a run at H = 2048). Builds prnn_wide_rows_lab and its LAB_ROLLED twin
 # with the gpu preset (build/gpu, or $BUILD), runs the case unprofiled with both, alternating, two
 # rounds (µs/step and the error against the fp64 reference), then profiles the default build's
-# first (checked) launch, and writes into OUT:
+# first (checked) launch (ncu_stalls.sh), and writes into OUT:
 #   lab.txt          the unprofiled runs
 #   profile.ncu-rep  the report (ncu --import profile.ncu-rep --page details, or Nsight Compute)
 #   details.txt      the sections as text
@@ -33,12 +33,5 @@ for round in 1 2; do
   echo "round $round, LAB_ROLLED=1:"
   "$rolled" "$steps" "$batch" "$case_index"
 done | tee "$out/lab.txt"
-ncu --kernel-name-base demangled --kernel-name regex:wide_rows_kernel --launch-count 1 \
-  --section WarpStateStats --section SchedulerStats --section InstructionStats \
-  --section SourceCounters --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-  --section LaunchStats --section Occupancy --import-source no \
-  -f -o "$out/profile" "$lab" "$steps" "$batch" "$case_index" >"$out/ncu.log" 2>&1
-ncu --import "$out/profile.ncu-rep" --page details >"$out/details.txt"
-ncu --import "$out/profile.ncu-rep" --page source --print-source sass --csv >"$out/sass.csv"
-python3 "$(dirname "$0")/sass_stalls.py" "$out/sass.csv" >"$out/sass_stalls.txt"
+"$(dirname "$0")/ncu_stalls.sh" "$out" wide_rows_kernel 0 "$lab" "$steps" "$batch" "$case_index"
 grep -E "Stall|Warp Cycles|Issued|Eligible|Active Warps" "$out/details.txt" | head -40
