@@ -107,6 +107,35 @@ __device__ __forceinline__ float warp_sum_scatter(float (&v)[P], int lane) {
   return x;
 }
 
+// This thread's lane, read once: a value the compiler keeps in a register. Taken as
+// threadIdx.x & 31, it is an expression of a special register that NVVM may recompute at every
+// use instead, and did in the warp-rows step once its reduction changed (57 reads of %tid.x in a
+// wide shape's kernel, 3 before; each on the chain of an address), which ran the step up to 13 %
+// slower. The register it takes is not free either: where a kernel recomputed the lane only a
+// few times, reading it here cost 3.5-11 % (bench/persistent/NOTES.md, "A reduce-scatter over
+// batch elements").
+__device__ __forceinline__ int lane_id() {
+  unsigned lane;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+  return static_cast<int>(lane);
+}
+
+// The warp sums of P groups of N partial sums (P = 1, 2 or 4; group g in v[g·N, (g + 1)·N)):
+// log2(P) halvings of whole groups, then butterflies of one group over the remaining lane bits.
+// Afterwards v[0, N) of lane l holds the warp sums of group l / (32 / P), in all 32 / P lanes of
+// that span. A fixed tree of additions: deterministic. (P − 1)·N + log2(32 / P)·N shuffles,
+// against 5·P·N for a butterfly of every sum (P = 4, N = 3: 18 against 60).
+template <int P, int N>
+__device__ __forceinline__ void warp_sum_groups(float (&v)[P * N], int lane) {
+  static_assert(P == 1 || P == 2 || P == 4, "P groups: 1, 2 or 4");
+  if constexpr (P >= 2) halve<16, P / 2 * N>(v, lane);
+  if constexpr (P >= 4) halve<8, N>(v, lane);
+#pragma unroll
+  for (int off = 16 / P; off > 0; off >>= 1)
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] += __shfl_xor_sync(0xFFFFFFFFu, v[i], off);
+}
+
 // Whether a wait begun at `start` may go on: false when an abort was requested (by this CTA or
 // another), or when the wait outlasts p.timeout_ns, which it reports (kStatusTimeout) and turns
 // into an abort of every CTA.

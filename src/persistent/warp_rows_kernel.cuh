@@ -23,12 +23,15 @@
 //           record from L2 once: with every warp reading all of them, the L2 reads (W·B·K·16
 //           bytes per SM and step) were the step's limit (NOTES.md, "Rows per warp": 2.1 →
 //           1.0–1.7 µs/step at H = 1152). Then each warp does its 9·(kRec + kSmem)·BB FMAs (a
-//           held slot's 9 weights loaded from shared memory once for its BB), all-reduces its
-//           3·BB sums across the warp by shuffles (every lane ends with the same sums, added in the
-//           same order: deterministic), and lane i finishes batch element g + G·i: its 3 units'
-//           cell math (kernel_common.cuh) and the record (tag epoch + s). Then the step's other
-//           stores, spread over the warp: lane 3i + c stores unit c of batch element g + G·i, so
-//           each tensor takes one store instruction per warp (B = 6, 8: 0.25 µs/step less).
+//           held slot's 9 weights loaded from shared memory once for its BB), sums its 3·BB
+//           partial sums across the warp (fixed trees: deterministic) and finishes batch element
+//           g + G·i in lane i (BB = 1, 3: a butterfly of every sum, one finishing branch per batch
+//           element) or in lane i·32/BB (BB = 2, 4: one reduce-scatter over the batch elements
+//           leaves each element's sums in its own lanes, and the BB finishers run in one branch):
+//           its 3 units' cell math (kernel_common.cuh) and the record (tag epoch + s). Then the
+//           step's other stores, spread over the warp: lane 3i + c stores unit c of batch element
+//           g + G·i, so each tensor takes one store instruction per warp (B = 6, 8: 0.25 µs/step
+//           less).
 // Input:    (forward, p.x set: the kInput instantiation) the kernel computes u_t = W_ih x_t
 //           itself, so the call needs no input GEMM. A separate instantiation, so that the kernel
 //           without it carries none of its code: as a run-time branch it made every forward
@@ -135,6 +138,15 @@ template <int kRec, int kSmem, int BB, int kMaxThreads, int kOwn, Activation A, 
 __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params p) {
   constexpr bool kFwd = P == Pass::Forward;
   constexpr int kSlots = kRec + kSmem;  // record slots a lane covers
+  // BB = 2, 4: the sums reduce-scattered over the batch elements, so that lanes [i·kSpan,
+  // (i + 1)·kSpan) end with batch element i's and the BB finishers run at once. BB = 1 (nothing
+  // to scatter) and BB = 3 (a padded fourth group, and spills at 168 registers: 12-18 % slower)
+  // keep the butterfly of every sum, lane i finishing batch element i.
+  constexpr bool kScatter = BB == 2 || BB == 4;
+  constexpr int kSpan = kScatter ? 32 / BB : 1;  // lanes from one finisher to the next
+  // Where batch element i's sum of row r lies in acc: acc[i·kAtI + r·kAtR] (grouped by batch
+  // element to scatter them; else the layout the unscattered shapes were tuned with).
+  constexpr int kAtI = kScatter ? kR3 : 1, kAtR = kScatter ? 1 : BB;
   static_assert(kFwd || !kInput, "only the forward projects its input");
   static_assert(kSmem == 0 || !kInput, "the wide shapes have no input projection");
   using Act = gemm_rnn::StaticActivation<A>;  // compiled in (NOTES.md, "The B = 1 gap")
@@ -143,7 +155,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
   __shared__ int s_abort;
   extern __shared__ float4 s_dynamic[];  // held weights [W][kSmem][9][32] fp32, then s_share
 
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  // The scattering shapes read their lane once (lane_id: NVVM recomputed threadIdx.x & 31 at
+  // its uses there); the others keep the register it would take (BB = 3 spilled 70 bytes more).
+  const int lane = kScatter ? lane_id() : static_cast<int>(threadIdx.x) & 31;
+  const int warp = static_cast<int>(threadIdx.x) >> 5;
   const int H = p.hidden, B = p.batch, K = (H + kR3 - 1) / kR3;
   const int W = p.warp_records, G = static_cast<int>(blockDim.x) / 32 / W;
   const int rec_k = static_cast<int>(blockIdx.x) * W + warp % W;  // the record this warp owns
@@ -229,12 +244,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
         const float4 wv = wrow[(q * nch + j) * 32];
 #pragma unroll
         for (int i = 0; i < BB; ++i) {
-          float a = acc[q * BB + i];
+          float a = acc[i * kAtI + q * kAtR];
           a = fmaf(wv.x, xv[i].x, a);
           a = fmaf(wv.y, xv[i].y, a);
           a = fmaf(wv.z, xv[i].z, a);
           a = fmaf(wv.w, xv[i].w, a);
-          acc[q * BB + i] = a;
+          acc[i * kAtI + q * kAtR] = a;
         }
       }
     }
@@ -247,10 +262,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
   __syncthreads();
   const unsigned epoch = s_epoch;
 
-  // Lane i < BB finishes batch element f_b = bg + G·i of the warp's 3 units. A warp whose record
-  // lies past the last one (in the last CTA) has no rows: it only polls its share of the records.
-  const int f_b = bg + G * lane;
-  const bool finisher = rec_k < K && lane < BB && f_b < B;
+  // Lane f_i·kSpan (f_i < BB) finishes batch element f_b = bg + G·f_i of the warp's 3 units
+  // (where the step's reduction leaves that element's sums). A warp whose record lies past the
+  // last one (in the last CTA) has no rows: it only polls its share of the records.
+  const int f_i = lane / kSpan, f_b = bg + G * f_i;
+  const bool finisher = rec_k < K && lane % kSpan == 0 && f_i < BB && f_b < B;
   float bias[kR3] = {};
   if constexpr (kFwd) {
 #pragma unroll
@@ -292,6 +308,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
       }
     }
 
+    // The partial sums, batch element i's row r at acc[i·kAtI + r·kAtR].
     float acc[kR3 * BB];
 #pragma unroll
     for (int i = 0; i < kR3 * BB; ++i) acc[i] = 0.0f;
@@ -376,7 +393,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
           for (int c = 0; c < kR3; ++c)
 #pragma unroll
             for (int q = 0; q < kR3; ++q)
-              acc[q * BB + i] = fmaf(w[q][kR3 * j + c], hv[c], acc[q * BB + i]);
+              acc[i * kAtI + q * kAtR] = fmaf(w[q][kR3 * j + c], hv[c], acc[i * kAtI + q * kAtR]);
         }
       // The wide shapes' slots held in shared memory, after the register slots (the same record
       // order per sum): a slot's 9 weights loaded once for all BB batch elements.
@@ -393,7 +410,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
           for (int c = 0; c < kR3; ++c)
 #pragma unroll
             for (int q = 0; q < kR3; ++q)
-              acc[q * BB + i] = fmaf(ws[kR3 * c + q], hv[c], acc[q * BB + i]);
+              acc[i * kAtI + q * kAtR] = fmaf(ws[kR3 * c + q], hv[c], acc[i * kAtI + q * kAtR]);
         }
       }
     } else if (project) {  // no h_prev: the projection alone, and the barrier for x_{t+1}
@@ -401,38 +418,47 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
       wait_x();
       if (barrier_any(1 + bg, 32 * W, false)) break;
     }
+    // The warp's sums. Scattered: lanes [i·kSpan, (i + 1)·kSpan) end with batch element i's 3
+    // sums in acc[0, 3) (warp_sum_groups), so every finisher has them in the same registers.
+    // Otherwise every lane ends with all of them, added in the same order.
     if (has_source || project) {
+      if constexpr (kScatter) {
+        warp_sum_groups<BB, kR3>(acc, lane);
+      } else {
 #pragma unroll
-      for (int off = 16; off > 0; off >>= 1)
+        for (int off = 16; off > 0; off >>= 1)
 #pragma unroll
-        for (int i = 0; i < kR3 * BB; ++i) acc[i] += __shfl_xor_sync(kAll, acc[i], off);
+          for (int i = 0; i < kR3 * BB; ++i) acc[i] += __shfl_xor_sync(kAll, acc[i], off);
+      }
     }
 
-    // Lane i finishes batch element bg + G·i (i a constant in each branch: no indexed registers):
-    // its 3 units' values (backward: dQ = dP) and the record. The step's other stores wait until
-    // after the record.
+    // The finishers: their 3 units' values (backward: dQ = dP) and the record; scattered, all of
+    // them at once, else lane i in branch i (i a constant there: no indexed registers). The step's
+    // other stores wait until after the record.
     float v[kR3] = {}, carry_h[kR3] = {};
 #pragma unroll
-    for (int i = 0; i < BB; ++i) {
-      if (lane != i || !finisher) continue;
+    for (int i = 0; i < (kScatter ? 1 : BB); ++i) {
+      if ((kScatter ? false : lane != i) || !finisher) continue;
+      const int at = kScatter ? 0 : i;  // this finisher's sum of row c: acc[at·kAtI + c·kAtR]
 #pragma unroll
       for (int c = 0; c < kR3; ++c) {
         const int row = row0 + c;
         const bool live = row < H;
         if constexpr (kFwd) {
-          const float uc[1] = {u[c]}, mv[1] = {acc[c * BB + i]};
+          const float uc[1] = {u[c]}, mv[1] = {acc[at * kAtI + c * kAtR]};
           v[c] = live ? compute_forward_unit<1, Act>(p, t_prev, first_fwd, f_b, row, uc, 0.0f, mv,
                                                      bias[c], f_pad)
                             .h
                       : 0.0f;
         } else {
           const BackwardUnitOut<1> o =
-              compute_backward_unit<1, Act>(p, bin[c], acc[c * BB + i], f_pad);
+              compute_backward_unit<1, Act>(p, bin[c], acc[at * kAtI + c * kAtR], f_pad);
           v[c] = live ? o.dq[0] : 0.0f;
           carry_h[c] = o.carry_h;
         }
       }
-      if (s + 1 < p.steps && rec_k < K)
+      // (A finisher has rec_k < K; the unscattered shapes keep the test their code was tuned with.)
+      if (s + 1 < p.steps && (kScatter || rec_k < K))
         store_record(dst + static_cast<std::int64_t>(f_b) * K + rec_k,
                      make_float4(v[0], v[1], v[2], __uint_as_float(mine)));
     }
@@ -440,18 +466,19 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
     // bg + G·i (one store instruction per tensor for the warp's 3·BB values, not 3·BB).
     {
       const int si = lane / kR3, sc = lane % kR3, sb = bg + G * si, srow = row0 + sc;
+      const int from = si * kSpan;  // the finisher of batch element sb
       auto pick = [&](const float (&x)[kR3]) {
         float r = 0.0f;
 #pragma unroll
         for (int c = 0; c < kR3; ++c) {
-          const float y = __shfl_sync(kAll, x[c], si);
+          const float y = __shfl_sync(kAll, x[c], from);
           if (c == sc) r = y;
         }
         return r;
       };
       const float sv = pick(v);
       const float sch = kFwd || !kLengths ? 0.0f : pick(carry_h);
-      const bool spad = __shfl_sync(kAll, static_cast<int>(f_pad), si) != 0;  // lane si finishes sb
+      const bool spad = __shfl_sync(kAll, static_cast<int>(f_pad), from) != 0;
       if (rec_k < K && si < BB && sb < B && srow < H) {
         if constexpr (kFwd) {
           UnitStep<1> r{};
