@@ -18,6 +18,7 @@
 #   profile.ncu-rep  the report; details.txt its sections as text
 #   sass.csv         per SASS instruction: executions and stall samples by reason
 #   sass_stalls.txt  the same reduced by sass_stalls.py
+#   segments.txt     its straight runs with instructions a warp issues per step (sass_segments.py)
 set -euo pipefail
 out=${1:?usage: library_profile.sh OUT [H [B [T]]]}
 hidden=${2:-2048}
@@ -39,3 +40,11 @@ bench=(rnn --sweep custom --cells "$cell" --dtypes "$dtype" --hidden "$hidden" -
   --repeats 1
 grep -E "_kernel<|Issued Ipc|Eligible|Active Warps|Warp Cycles" "$out/details.txt" | head -20
 head -12 "$out/sass_stalls.txt"
+# The straight runs of the SASS, counted per warp and step (warps of the launch x T steps).
+grid=$(awk '/^ *Grid Size /{print $NF; exit}' "$out/details.txt")
+block=$(awk '/^ *Block Size /{print $NF; exit}' "$out/details.txt")
+if [[ -n "$grid" && -n "$block" ]]; then
+  "$here/sass_segments.py" "$out/sass_stalls.txt" $((grid * block / 32 * steps)) >"$out/segments.txt"
+else
+  echo "library_profile.sh: no Grid Size / Block Size in details.txt; segments.txt not written" >&2
+fi
