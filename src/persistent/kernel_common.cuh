@@ -34,6 +34,16 @@ __device__ __forceinline__ float4 load_record(const float4* p) {
                : "memory");
   return v;
 }
+// load_record where `load` holds, else `v` kept: a predicated load rather than a branch, so
+// that a warp's polls issue as straight-line code.
+__device__ __forceinline__ void load_record_if(bool load, const float4* p, float4& v) {
+  asm volatile(
+      "{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %4, 0;\n\t"
+      "@q ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%5];\n\t}"
+      : "+f"(v.x), "+f"(v.y), "+f"(v.z), "+f"(v.w)
+      : "r"(static_cast<unsigned>(load)), "l"(p)
+      : "memory");
+}
 __device__ __forceinline__ void store_record(float4* p, float4 v) {
   asm volatile("st.relaxed.gpu.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y),
                "f"(v.z), "f"(v.w)

@@ -143,6 +143,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
   // to scatter) and BB = 3 (a padded fourth group, and spills at 168 registers: 12-18 % slower)
   // keep the butterfly of every sum, lane i finishing batch element i.
   constexpr bool kScatter = BB == 2 || BB == 4;
+  // The first poll of a step as straight-line predicated loads (load_record_if), not a branch
+  // per slot: 3-10 % faster forward at H = 1152, B = 1..4 (H100). Not where the wide shapes
+  // scatter (their forward 2-6 % slower at 255 registers), nor in the wide backward (5-9 %
+  // slower, 27-35 % at BB = 4, whose spills grow by 52 bytes). NOTES.md, "The straight poll".
+  constexpr bool kStraightPoll = kSmem == 0 || (kFwd && !kScatter);
   constexpr int kSpan = kScatter ? 32 / BB : 1;  // lanes from one finisher to the next
   // Where batch element i's sum of row r lies in acc: acc[i·kAtI + r·kAtR] (grouped by batch
   // element to scatter them; else the layout the unscattered shapes were tuned with).
@@ -321,23 +326,62 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
       // h0, untagged; past the end zeros that count as ready). All of them go to shared memory,
       // where every warp of the group reads the whole set.
       float4 own[BB][kOwn];
+      // At s = 0 the forward's h0 row of batch element b, columns 3k..3k+2, untagged.
+      auto h0_record = [&](float4& r, int b, int k) {
+        const float* h = p.h0 + static_cast<std::int64_t>(b) * H + k * kR3;
+        const int n = min(kR3, H - k * kR3);
+        r.x = h[0];
+        if (n > 1) r.y = h[1];
+        if (n > 2) r.z = h[2];
+      };
+      if constexpr (kStraightPoll) {
+        // Slot (i, m) holds a record (else it stays zeros tagged `want`: ready).
+        auto held_slot = [&](int i, int m) {
+          const int j = part + W * m;
+          return j < kSlots && lane + 32 * j < K && bg + G * i < B;
+        };
+        // Record slot (i, m) of this lane lies at lane_at[i·G·K + 32·W·m].
+        const float4* const lane_at = src + (bg * K + lane + 32 * part);
+        if (from_exchange) {
+          // Straight-line predicated loads at a running pointer, all in flight (a branch and
+          // the 64-bit address from scratch took about 14 instructions a slot at H = 2048,
+          // B = 4).
+          const float4* at_i = lane_at;
 #pragma unroll
-      for (int i = 0; i < BB; ++i)
+          for (int i = 0; i < BB; ++i, at_i += G * K) {
+            const float4* at = at_i;
 #pragma unroll
-        for (int m = 0; m < kOwn; ++m) {
-          const int j = part + W * m, k = lane + 32 * j, b = bg + G * i;
-          own[i][m] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
-          if (j >= kSlots || k >= K || b >= B) continue;
-          if (from_exchange) {
-            own[i][m] = load_record(src + static_cast<std::int64_t>(b) * K + k);
-          } else {
-            const float* h = p.h0 + static_cast<std::int64_t>(b) * H + k * kR3;
-            const int n = min(kR3, H - k * kR3);
-            own[i][m].x = h[0];
-            if (n > 1) own[i][m].y = h[1];
-            if (n > 2) own[i][m].z = h[2];
+            for (int m = 0; m < kOwn; ++m, at += 32 * W) {
+              own[i][m] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
+              load_record_if(held_slot(i, m), at, own[i][m]);
+            }
           }
+        } else {
+#pragma unroll
+          for (int i = 0; i < BB; ++i)
+#pragma unroll
+            for (int m = 0; m < kOwn; ++m) {
+              const int k = lane + 32 * (part + W * m), b = bg + G * i;
+              own[i][m] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
+              if (!held_slot(i, m)) continue;
+              h0_record(own[i][m], b, k);
+            }
         }
+      } else {
+#pragma unroll
+        for (int i = 0; i < BB; ++i)
+#pragma unroll
+          for (int m = 0; m < kOwn; ++m) {
+            const int j = part + W * m, k = lane + 32 * j, b = bg + G * i;
+            own[i][m] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
+            if (j >= kSlots || k >= K || b >= B) continue;
+            if (from_exchange) {
+              own[i][m] = load_record(src + static_cast<std::int64_t>(b) * K + k);
+            } else {
+              h0_record(own[i][m], b, k);
+            }
+          }
+      }
       // The input projection while the polls are in flight.
       if (project) add_projection(acc, s & 1);
       bool failed = false;
