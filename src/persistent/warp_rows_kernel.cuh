@@ -357,6 +357,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
             }
           }
         } else {
+          // h0 in a loop of its own, the form measured: sharing the loop below instead changes
+          // the code of every straight-poll kernel (204 of their 300 PTX entries).
 #pragma unroll
           for (int i = 0; i < BB; ++i)
 #pragma unroll
