@@ -12,8 +12,7 @@
 # `gated_warp_rows_forward_kernel`, the 16-bit tensor-core forward `tensor_core_forward_kernel`).
 # Builds prnn_cli with the gpu preset (build/gpu, or $BUILD), runs `prnn bench` on that one case
 # unprofiled (µs/step, for reference), then profiles KERNEL's third launch (after warm-up;
-# ncu_stalls.sh), and
-# writes into OUT:
+# ncu_stalls.sh), and writes into OUT:
 #   bench.csv        the unprofiled bench
 #   profile.ncu-rep  the report; details.txt its sections as text
 #   sass.csv         per SASS instruction: executions and stall samples by reason
