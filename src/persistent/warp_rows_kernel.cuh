@@ -340,13 +340,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
           const int j = part + W * m;
           return j < kSlots && lane + 32 * j < K && bg + G * i < B;
         };
-        // Record slot (i, m) of this lane lies at lane_at[i·G·K + 32·W·m].
-        const float4* const lane_at = src + (bg * K + lane + 32 * part);
         if (from_exchange) {
           // Straight-line predicated loads at a running pointer, all in flight (a branch and
           // the 64-bit address from scratch took about 14 instructions a slot at H = 2048,
-          // B = 4).
-          const float4* at_i = lane_at;
+          // B = 4). Slot (i, m) lies i·G·K + 32·W·m records past slot (0, 0).
+          const float4* at_i = src + (bg * K + lane + 32 * part);
 #pragma unroll
           for (int i = 0; i < BB; ++i, at_i += G * K) {
             const float4* at = at_i;
@@ -357,16 +355,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
             }
           }
         } else {
-          // h0 in a loop of its own, the form measured: sharing the loop below instead changes
-          // the code of every straight-poll kernel (204 of their 300 PTX entries).
 #pragma unroll
           for (int i = 0; i < BB; ++i)
 #pragma unroll
             for (int m = 0; m < kOwn; ++m) {
-              const int k = lane + 32 * (part + W * m), b = bg + G * i;
               own[i][m] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
-              if (!held_slot(i, m)) continue;
-              h0_record(own[i][m], b, k);
+              if (held_slot(i, m)) h0_record(own[i][m], bg + G * i, lane + 32 * (part + W * m));
             }
         }
       } else {
