@@ -31,7 +31,7 @@ def main():
             trees.append(tree)
         with open(path) as f:
             for row in csv.DictReader(line for line in f if not line.startswith("#")):
-                if "tflops" in row["metric"]:
+                if "tflops" in row["metric"] or row["metric"] == "status":
                     continue
                 runs[(row["case"], row["impl"], row["metric"], tree)].append(float(row["value"]))
     if base not in trees:
@@ -39,7 +39,7 @@ def main():
     others = [t for t in trees if t != base]
     for case, impl, metric in sorted({k[:3] for k in runs}):
         ref = runs.get((case, impl, metric, base))
-        if not ref:
+        if not ref or statistics.median(ref) == 0:
             continue
         b = statistics.median(ref)
         line = f"{case:40s} {impl:26s} {metric:20s} {base} {b:9.3f}"

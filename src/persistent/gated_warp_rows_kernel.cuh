@@ -87,6 +87,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   constexpr int kP = kSums <= 4 ? 4 : kSums <= 8 ? 8 : kSums <= 16 ? 16 : 32;
   constexpr int kSpread = 32 / kP;  // lanes that end with each sum
   static_assert(kSums <= 32, "one lane per unit and batch element");
+  // The first poll of a step as straight-line predicated loads (kStraightPoll below) for the
+  // GRU only: an H100 A/B (bench/results/h100/ab/gated_straight_poll/) measured the GRU
+  // forward 8-9 % faster at H = 1152, B = 3..4 and the LSTM's 4-5 % slower there (its spills
+  // grow from 20 to 32 bytes at B = 4).
+  constexpr bool kStraightPoll = NG == 3;
   __shared__ unsigned s_epoch;
   __shared__ int s_abort;
   __shared__ float s_sums[kGatedWarpRowsMaxRecordWarps][NG - 1][kSums];
@@ -138,23 +143,61 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       // moved its register allocation and cost it 0.02-0.04 µs/step at H = 1152, B = 1..4
       // (bench/results/h200/ab/poll_share_*: cur = the shared function, head = two copies).
       float4 own[BB][kOwn];
+      if constexpr (kStraightPoll) {
+        // Slot (i, m) holds a record (else it stays zeros tagged `want`: ready).
+        auto held_slot = [&](int i, int m) {
+          const int j = warp + nwarps * m;
+          return j < kRec && lane + 32 * j < K && i < B;
+        };
+        // Record slot (i, m) of this lane lies at lane_at[i·K + 32·nwarps·m].
+        const float4* const lane_at = src + (lane + 32 * warp);
+        if (from_exchange) {
+          // Straight-line predicated loads at a running pointer, all in flight (as the vanilla
+          // warp rows' kStraightPoll).
+          const float4* at_i = lane_at;
 #pragma unroll
-      for (int i = 0; i < BB; ++i)
+          for (int i = 0; i < BB; ++i, at_i += K) {
+            const float4* at = at_i;
 #pragma unroll
-        for (int m = 0; m < kOwn; ++m) {
-          const int j = warp + nwarps * m, k = lane + 32 * j;
-          own[i][m] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
-          if (j >= kRec || k >= K || i >= B) continue;
-          if (from_exchange) {
-            own[i][m] = load_record(src + static_cast<std::int64_t>(i) * K + k);
-          } else {
-            const float* h = p.h0 + static_cast<std::int64_t>(i) * H + k * kR3;
-            const int n = min(kR3, H - k * kR3);
-            own[i][m].x = h[0];
-            if (n > 1) own[i][m].y = h[1];
-            if (n > 2) own[i][m].z = h[2];
+            for (int m = 0; m < kOwn; ++m, at += 32 * nwarps) {
+              own[i][m] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
+              load_record_if(held_slot(i, m), at, own[i][m]);
+            }
           }
+        } else {
+#pragma unroll
+          for (int i = 0; i < BB; ++i)
+#pragma unroll
+            for (int m = 0; m < kOwn; ++m) {
+              const int k = lane + 32 * (warp + nwarps * m);
+              own[i][m] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
+              if (!held_slot(i, m)) continue;
+              const float* h = p.h0 + static_cast<std::int64_t>(i) * H + k * kR3;
+              const int n = min(kR3, H - k * kR3);
+              own[i][m].x = h[0];
+              if (n > 1) own[i][m].y = h[1];
+              if (n > 2) own[i][m].z = h[2];
+            }
         }
+      } else {
+#pragma unroll
+        for (int i = 0; i < BB; ++i)
+#pragma unroll
+          for (int m = 0; m < kOwn; ++m) {
+            const int j = warp + nwarps * m, k = lane + 32 * j;
+            own[i][m] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
+            if (j >= kRec || k >= K || i >= B) continue;
+            if (from_exchange) {
+              own[i][m] = load_record(src + static_cast<std::int64_t>(i) * K + k);
+            } else {
+              const float* h = p.h0 + static_cast<std::int64_t>(i) * H + k * kR3;
+              const int n = min(kR3, H - k * kR3);
+              own[i][m].x = h[0];
+              if (n > 1) own[i][m].y = h[1];
+              if (n > 2) own[i][m].z = h[2];
+            }
+          }
+      }
       bool failed = false;
       if (from_exchange) {
         auto ready = [&] {
