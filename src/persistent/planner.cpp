@@ -361,23 +361,20 @@ constexpr double kDirectTailCycles = 1800;
 // backward over B = 1..12.
 constexpr double kWarpRowsFixedCycles = 850;
 // The gated warp-rows forward (gated_warp_rows_kernel.cuh): the vanilla chain plus a second
-// barrier, the gate warps' sums through shared memory and the gated cell's math. Fitted by hand
-// to its LSTM and GRU steps at H = 1024, 1152, B = 1, 2, 4 (ab/gwr1_*: LSTM f32 H=1024 2.10 /
-// 2.96 / 3.98, bf16 H=1152 2.09 / 2.72 / 3.75 µs/step forward): the model is 0.97–1.15× the
-// fp32 steps and 0.84–0.97× the 16-bit ones (forward + backward 1.00–1.14×, 0.80–0.99×). The
-// 16-bit forward call also converts the parameters and tensors and launches them apart (ncu,
-// LSTM H=1152 B=1, per call of 256 steps: the kernel 551 µs in both types, the fp32 GEMM 100 µs,
-// the TF32 GEMM 24 µs plus 31 µs of conversions: ab/ncu_gated_lstm_h1152_b1_*.csv); not
-// modelled.
-constexpr double kGatedWarpRowsFixedCycles = 2200;
-// Its backward data: the same chain with NG times the records polled (every gate's dQ, in two
-// rounds from B = 2) and the cell's backward. Fitted by hand to forward + backward at H = 1024,
-// 1152, B = 1, 2, 4 on an H100 (bench/results/h100/gwr_bwd/ab_new_*: LSTM f32 H=1024 B=4 4.01 /
-// 11.82, LSTM bf16 H=1152 B=1 2.13 / 5.24, GRU f32 B=1 2.01 / 4.88 µs/step): the model was
-// 0.90–1.17× forward + backward there (over at fp32, under at 16-bit) at 3000 cycles and the
-// fp32 GEMMs at a third of their peak; with those at 0.6 (kFp32GemmEfficiency), 0.86–1.04× at
-// 3000, and 0.89–1.10× at 3600.
-constexpr double kGatedWarpRowsBackwardFixedCycles = 3600;
+// barrier, the gate warps' sums through shared memory and the gated cell's math; and its backward
+// data, the same chain with NG times the records polled (every gate's dQ, in two rounds from
+// B = 2) and the cell's backward. Fitted together (with the shared-memory reads in series with
+// the issue, gated_warp_rows_chunks) to the GRU and LSTM at H = 1152, f32 and bf16, B = 1..4 on
+// an H100, forward and forward + backward (bench/results/h100/ab/gated_straight_poll/: the `g`
+// tree's GRU, the `old` tree's LSTM; e.g. LSTM bf16 2.10 / 2.56 / 3.48 / 3.74, GRU f32 1.80 /
+// 2.67 / 3.80 / 4.10 µs/step forward): rms 5.7 % on log(predicted / measured), 0.91–1.12×, where
+// the larger of issue and reads with 2200 / 3600 cycles gave 12 % and 0.78–1.16× (the B = 3, 4
+// steps under, B = 1 over). The 16-bit forward call also converts the parameters and tensors and
+// launches them apart (ncu, LSTM H=1152 B=1, per call of 256 steps: the kernel 551 µs in both
+// types, the fp32 GEMM 100 µs, the TF32 GEMM 24 µs plus 31 µs of conversions:
+// ab/ncu_gated_lstm_h1152_b1_*.csv); not modelled.
+constexpr double kGatedWarpRowsFixedCycles = 1600;
+constexpr double kGatedWarpRowsBackwardFixedCycles = 3400;
 // The staged FMA kernels (gated cells with FMA weights): the staging's polls, its barrier, the
 // reduction's barrier, the finishers' gate math, the publish. From the gated f32 steps at B = 1..32
 // (cells_figure3.csv: LSTM H=1024 3.61 at B = 1, 5.81 at B = 4; GRU H=1152 2.98, 4.71) and the
@@ -498,9 +495,10 @@ std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, std::int6
 
 // The one chunk of a gated warp-rows pass (tiling t): a lane issues, per batch element of its
 // BB, 9·kRec FMAs and kRec shared-memory loads, and about 4 instructions per entry of its
-// reduce-scatter; every warp reads its records from shared memory (BB·kRec·512 bytes a warp) and
-// the CTA reads each record from L2 once: records of h (forward), NG times as many of dQ
-// (backward).
+// reduce-scatter; every warp reads its records from shared memory (BB·kRec·512 bytes a warp), in
+// series with the issue as in the vanilla warp rows (the larger of the two gave the steps' growth
+// with BB half of what it is: below, kGatedWarpRowsFixedCycles); the CTA reads each record from
+// L2 once: records of h (forward), NG times as many of dQ (backward).
 std::vector<ChunkCycles> gated_warp_rows_chunks(const persistent::Tiling& t, bool forward,
                                                 std::int64_t records, std::int64_t batch) {
   const persistent::GatedWarpRowsShape& s =
@@ -513,7 +511,7 @@ std::vector<ChunkCycles> gated_warp_rows_chunks(const persistent::Tiling& t, boo
   const double shared = warps * static_cast<double>(bb * rec * 512) / kSharedBytesPerSmPerCycle;
   const std::int64_t l2_records = forward ? records : s.gates * records;
   return {{forward ? kGatedWarpRowsFixedCycles : kGatedWarpRowsBackwardFixedCycles,
-           std::max(kIssueCycles * instructions * std::max(1.0, warps / kSchedulersPerSm), shared),
+           kIssueCycles * instructions * std::max(1.0, warps / kSchedulersPerSm) + shared,
            static_cast<double>(batch * l2_records * 16) / kWarpRowsL2BytesPerSmPerCycle, 0.0}};
 }
 
