@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A/B of several source trees in one GPU call: this tree (named $AB_BASE, default "old") against
 # copies of it changed by patches or by files laid over them, all built side by side (prnn_cli
-# for sm_90; one nvcc of rnn_kernels.cu per tree is the long pole: four trees built in 390 s on
-# a 16-core H100 host), then run alternately, ROUNDS rounds of
+# for sm_90; four trees built in 390 s on a 16-core H100 host while the persistent kernels were
+# one translation unit, the long pole; they are now one per kernel family), then run alternately, ROUNDS rounds of
 # `prnn bench --out OUT/<tree>_<round>.csv <bench args>` (only these in OUT; the build logs are
 # /tmp/prnn_ab_<tree>.build.log); prints the medians against the tree "old"
 # (bench/persistent/ab_summary.py OUT old).

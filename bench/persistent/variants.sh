@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Kernel lab (GPU machine): builds sed-patched variants of src/persistent/rnn_kernels.cu (and of
+# Kernel lab (GPU machine): builds sed-patched variants of src/persistent/kernels_fma.cu (and of
 # warp_rows_kernel.cuh), times each with bench/persistent/lab.cpp on the shapes given (default
 # H1152 B4 and B1, T256), and restores the files. Usage: bench/persistent/variants.sh VARIANT...
 # (names below). The in-kernel input projection's diagnostics (wrong results, timing only;
@@ -8,7 +8,7 @@
 # against `PRNN_PERSISTENT_INPUT_PROJECTION=0 bench/persistent/variants.sh base` (the input GEMM).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-src=src/persistent/rnn_kernels.cu
+src=src/persistent/kernels_fma.cu
 rows=src/persistent/warp_rows_kernel.cuh
 cp $src /tmp/rnn_kernels.orig.cu
 cp src/persistent/tiling.h /tmp/tiling.orig.h

@@ -7,7 +7,7 @@
 // docs/PERFORMANCE.md and bench/persistent/NOTES.md, "Gated warp rows".
 //   Forward:  P_t = u_t + W_hh h_prev + biases (NG rows per unit), then the cell: LSTM c_t, h_t;
 //             GRU h_t (kernel_common.cuh: the finisher, every store of the reserve)
-// Layout:   as rnn_kernels.cu: W_hh [NG·H, H] row-major (gate q of unit j is row q·H + j);
+// Layout:   as kernels_fma.cu: W_hh [NG·H, H] row-major (gate q of unit j is row q·H + j);
 //           pre [T, B, NG·H]; exchange: two buffers (step parity) of [B, K] records,
 //           K = ceil(H/3), record (b, k) = {h[b][3k], h[b][3k+1], h[b][3k+2], tag}, 0 past H.
 // Launch:   cooperative, tiling.gated_warp_rows_ctas CTAs (≤ one per SM) of Wr·NG warps, Wr =
@@ -34,7 +34,7 @@
 // Limits:   ceil(H/3) ≤ 32·kRec; B ≤ BB; ceil(kRec / (Wr·NG)) ≤ kOwn; 32·Wr·NG ≤ kMaxThreads; Wr ≤
 //           kGatedWarpRowsMaxRecordWarps; every wait bounded by timeout_ns (then kStatusTimeout:
 //           the warp still meets the CTA at barrier 1, which ORs the failures, and all leave).
-//           Included by rnn_kernels.cu only.
+//           Included by kernels_gated_warp_rows.cu only.
 #pragma once
 
 #include "persistent/kernel_common.cuh"
@@ -282,7 +282,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 // exchanged dQ) are split by gate over the warps instead of its rows.
 //   BackwardData:  dh = dy_t + Σ_q W_q,hhᵀ dQ_q,prev (+ dhn / the padding carry), then the cell's
 //                  backward: dP_t, dQ_t (LSTM dQ = dP = the 4 gates' da; GRU dQ = da_hh), the carry
-// Layout:   as rnn_kernels.cu: W_hh [NG·H, H] row-major; pre (GRU: pre_h), dpre (GRU: dpre_h)
+// Layout:   as kernels_fma.cu: W_hh [NG·H, H] row-major; pre (GRU: pre_h), dpre (GRU: dpre_h)
 //           [T, B, NG·H]; LSTM cell [T, B, H]; exchange: two buffers (step parity) of [B, NG, K]
 //           records, K = ceil(H/3): record (b, q, k) = {dQ_q[b][3k], dQ_q[b][3k+1], dQ_q[b][3k+2],
 //           tag}, 0 past H (gate-major per batch element, unlike the FMA kernel's unit-major dQ).

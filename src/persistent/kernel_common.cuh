@@ -1,8 +1,8 @@
-// Device code shared by the persistent kernels (rnn_kernels.cu: the FMA kernel and the
-// tensor-core kernel of tensor_core_kernel.cuh): the exchange records and their bounded waits,
-// the debug stall, the end of a launch (the epoch), 16-bit weight packing, and the finishers of
+// Device code shared by the persistent kernels (the FMA kernel of kernels_fma.cu and the
+// tensor-core and warp-rows kernels of their headers): the exchange records and their bounded
+// waits, the debug stall, the end of a launch (the epoch), 16-bit weight packing, and the finishers of
 // one hidden unit (the cell's math and every store of each pass, rnn_kernels.h).
-// Included by rnn_kernels.cu only.
+// Included by the kernels' translation units (kernels_*.cu) only.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -341,7 +341,7 @@ constexpr std::int64_t kSharedReserveBytes = 4096;  // barrier flags, reductions
 // kernels double with the chunks (staged LSTM f32 H=1024 B=4 5.81, B=8 11.45, cells_figure3.csv;
 // tensor-core LSTM bf16 H=2048 B=8 8.21, B=16 15.64, h2048_batch_lstm_6bf5964.csv).
 constexpr double kExchangeCycles = 1000;
-// The direct FMA kernels (vanilla cells; rnn_kernels.cu): the poll of the thread's own records,
+// The direct FMA kernels (vanilla cells; kernels_fma.cu): the poll of the thread's own records,
 // the reduce-scatter's shared-memory step and the CTA barrier (fixed), then the finishing threads
 // and the publish (the tail: the other warps start the next chunk meanwhile). The tail from the
 // same B = 1 / B = 2 pairs; the fixed part from ReLU f32 H=1152 B=4 2.99, B=8 4.80
@@ -436,7 +436,7 @@ struct ChunkCycles {
   double fixed = 0.0, compute = 0.0, l2 = 0.0, tail = 0.0;
 };
 
-// The chunks of one pass of FMA kernel shape t (rnn_kernels.cu). A thread holds `rows` weight
+// The chunks of one pass of FMA kernel shape t (kernels_fma.cu). A thread holds `rows` weight
 // rows (the direct forward NG·R, otherwise R) of 3·`groups` columns (the direct backward NG·G
 // groups, otherwise G) and issues, per chunk of BC, rows·3·groups·BC FMAs, two unpacking
 // instructions per register of two 16-bit weights and column, and about 4 per partial sum of its

@@ -1,7 +1,8 @@
 // Persistent GRU / LSTM on tensor cores, one layer direction: the forward and the backward data
-// of the persistent family (rnn_kernels.h) for 16-bit weights. Included by rnn_kernels.cu, whose
-// dispatch point picks them (tiling.h: TensorCoreShape). Both hold the CTA's NG·R rows of W_hh as
-// mma.sync m16n8k16 fragments (the forward as they are, the backward transposed), put the batch
+// of the persistent family (rnn_kernels.h) for 16-bit weights. Included by
+// kernels_tensor_core_{forward,backward}.cu; rnn_kernels.cu's dispatch point picks them
+// (tiling.h: TensorCoreShape). Both hold the CTA's NG·R rows of W_hh as mma.sync m16n8k16
+// fragments (the forward as they are, the backward transposed), put the batch
 // on the mma's n, and exchange through the tensor-core part of the exchange (tiling.h: one
 // arrival counter per batch chunk, then the data) with one wait per step and chunk.
 #pragma once
@@ -192,7 +193,7 @@ __device__ __forceinline__ void end_tensor_core_launch(const Params& p, unsigned
 //   rnn_kernels.h states; the same reserve, outputs and padding as the FMA kernel, so either
 //   backward follows it.
 // Layout:   W_hh [NG·H, H] row-major fp32 holding 16-bit values (the layer's weights are bf16 or
-//           f16 tensors); the rest as rnn_kernels.cu. Exchange data: h [2, B, Hp] fp32 by step
+//           f16 tensors); the rest as kernels_fma.cu. Exchange data: h [2, B, Hp] fp32 by step
 //           parity (Hp = H rounded up to 4, zeros past H).
 // Launch:   cooperative, ceil(H/R) CTAs (≤ one per SM) × kTensorCoreThreads (8 warps), dynamic
 //           shared memory tensor_core_smem_bytes(). CTA k owns the units [k·R, k·R + R): the

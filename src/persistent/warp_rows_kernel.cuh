@@ -6,7 +6,7 @@
 //                  from pre, or, with p.x set, computed here (kInput: the input projection below)
 //   BackwardData:  dh = dy_t + W_hhᵀ dQ_prev (+ dhn / the padding carry), dQ_t = dh ⊙ act'(a_t)
 //                  (act' from h_t); the activation A is a template parameter
-// Layout:   as rnn_kernels.cu: W_hh [H, H] row-major; pre/dpre [T, B, H]; out, dy rows strided;
+// Layout:   as kernels_fma.cu: W_hh [H, H] row-major; pre/dpre [T, B, H]; out, dy rows strided;
 //           exchange: two buffers (step parity) of [B, K] records, K = ceil(H/3), record (b, k)
 //           = {v[b][3k], v[b][3k+1], v[b][3k+2], tag} (h forward, dQ backward; 0 past H).
 // Launch:   cooperative, tiling.warp_rows_ctas CTAs (≤ one per SM) of W·G warps, W =
@@ -58,7 +58,7 @@
 //           (named barriers 1..G); no kInput form with kSmem > 0;
 //           every wait bounded by timeout_ns (then kStatusTimeout: the warp still meets its
 //           group at the barrier, which ORs the warps' failures, and the whole group leaves).
-//           Included by rnn_kernels.cu only.
+//           Included by warp_rows_table.cuh only.
 #pragma once
 
 #include "persistent/kernel_common.cuh"
@@ -283,7 +283,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
 
   for (int s = 0; s < p.steps; ++s) {
     const std::int64_t t = static_cast<std::int64_t>(p.t_first) + static_cast<std::int64_t>(s) * p.t_step;
-    const std::int64_t t_prev = kFwd ? t - p.t_step : t + p.t_step;  // as rnn_kernels.cu
+    const std::int64_t t_prev = kFwd ? t - p.t_step : t + p.t_step;  // as kernels_fma.cu
     const bool first_fwd = kFwd ? s == 0 : s == p.steps - 1;
     stall_if_asked(p, s);
     const bool from_exchange = s > 0;

@@ -1,0 +1,29 @@
+// The gated warp-rows kernels' instantiations (gated_warp_rows_kernel.cuh), one per shape of
+// kGatedWarpRowsShapes and pass (sequence lengths are checked at run time: one load per
+// finishing lane and step).
+#include <utility>
+
+#include "persistent/gated_warp_rows_kernel.cuh"
+#include "persistent/kernel_tables.cuh"
+
+namespace prnn::persistent {
+namespace {
+
+template <std::size_t... I>
+KernelFn pick_gated_warp_rows(int shape, Pass pass, std::index_sequence<I...>) {
+  constexpr KernelFn forward[] = {&gated_warp_rows_forward_kernel<
+      kGatedWarpRowsShapes[I].gates, kGatedWarpRowsRecords, kGatedWarpRowsShapes[I].batch_per_warp,
+      kGatedWarpRowsShapes[I].own_slots, kGatedWarpRowsShapes[I].max_threads>...};
+  constexpr KernelFn backward[] = {&gated_warp_rows_backward_kernel<
+      kGatedWarpRowsShapes[I].gates, kGatedWarpRowsRecords, kGatedWarpRowsShapes[I].batch_per_warp,
+      kGatedWarpRowsShapes[I].backward_slots, kGatedWarpRowsShapes[I].max_threads>...};
+  return pass == Pass::Forward ? forward[shape] : backward[shape];
+}
+
+}  // namespace
+
+KernelFn gated_warp_rows_kernel_of(int shape, Pass pass) {
+  return pick_gated_warp_rows(shape, pass, std::make_index_sequence<kGatedWarpRowsShapeCount>{});
+}
+
+}  // namespace prnn::persistent

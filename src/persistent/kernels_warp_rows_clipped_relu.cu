@@ -1,0 +1,8 @@
+// The warp-rows kernels for ClippedReLU (warp_rows_table.cuh).
+#include "persistent/warp_rows_table.cuh"
+
+namespace prnn::persistent {
+
+template KernelFn warp_rows_kernel_of<Activation::ClippedReLU>(int, bool, bool, Pass);
+
+}  // namespace prnn::persistent
