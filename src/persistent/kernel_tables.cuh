@@ -16,10 +16,10 @@ using KernelFn = void (*)(Params);
 
 // The FMA kernels (direct and staged; kernels_fma.cu) of kShapes[shape].
 KernelFn fma_kernel(int shape, bool lengths, Pass pass);
-// The tensor-core kernels of kTensorCoreShapes[shape]: forward (kernels_tensor_core_forward.cu)
-// and backward data (kernels_tensor_core_backward.cu).
-KernelFn tensor_core_forward_kernel_of(int shape, bool lengths);
-KernelFn tensor_core_backward_kernel_of(int shape, bool lengths);
+// The tensor-core kernels of kTensorCoreShapes[shape] for pass P (kernels_tensor_core_forward.cu
+// and kernels_tensor_core_backward.cu).
+template <Pass P>
+KernelFn tensor_core_kernel_of(int shape, bool lengths);
 // The gated warp-rows kernels of kGatedWarpRowsShapes[shape] (kernels_gated_warp_rows.cu;
 // sequence lengths are checked at run time).
 KernelFn gated_warp_rows_kernel_of(int shape, Pass pass);

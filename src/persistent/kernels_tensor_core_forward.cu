@@ -1,24 +1,8 @@
-// The tensor-core persistent kernels' forward instantiations (tensor_core_kernel.cuh), one per
-// shape of kTensorCoreShapes, with and without sequence lengths (kernel_tables.cuh).
-#include "persistent/kernel_tables.cuh"
-#include "persistent/tensor_core_kernel.cuh"
+// The tensor-core kernels' forward pass (tensor_core_table.cuh).
+#include "persistent/tensor_core_table.cuh"
 
 namespace prnn::persistent {
-namespace {
 
-template <int I, bool L, Pass P>
-struct TensorCoreKernel {
-  static constexpr KernelFn get() {
-    constexpr TensorCoreShape s = kTensorCoreShapes[I];
-    return &tensor_core_forward_kernel<s.gates, s.rows, s.k_tiles, s.smem_tiles, s.n_tiles,
-                                       s.storage, L>;
-  }
-};
-
-}  // namespace
-
-KernelFn tensor_core_forward_kernel_of(int shape, bool lengths) {
-  return pick_pass<TensorCoreKernel, kTensorCoreShapeCount, Pass::Forward>(shape, lengths);
-}
+template KernelFn tensor_core_kernel_of<Pass::Forward>(int, bool);
 
 }  // namespace prnn::persistent

@@ -69,8 +69,9 @@ LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation
         throw InternalError("persistent kernel: no tensor-core shape " +
                             std::to_string(tiling.tensor_core));
       const TensorCoreShape& s = kTensorCoreShapes[tiling.tensor_core];
-      return {pass == Pass::Forward ? tensor_core_forward_kernel_of(tiling.tensor_core, lengths)
-                                    : tensor_core_backward_kernel_of(tiling.tensor_core, lengths),
+      return {pass == Pass::Forward
+                  ? tensor_core_kernel_of<Pass::Forward>(tiling.tensor_core, lengths)
+                  : tensor_core_kernel_of<Pass::BackwardData>(tiling.tensor_core, lengths),
               tiling.tensor_core_ctas, kTensorCoreThreads,
               pass == Pass::Forward ? tiling.tensor_core_smem_bytes
                                     : tensor_core_backward_smem_bytes(s)};

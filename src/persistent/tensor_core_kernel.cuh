@@ -1,7 +1,7 @@
 // Persistent GRU / LSTM on tensor cores, one layer direction: the forward and the backward data
 // of the persistent family (rnn_kernels.h) for 16-bit weights. Included by
-// kernels_tensor_core_{forward,backward}.cu; rnn_kernels.cu's dispatch point picks them
-// (tiling.h: TensorCoreShape). Both hold the CTA's NG·R rows of W_hh as mma.sync m16n8k16
+// tensor_core_table.cuh; rnn_kernels.cu's dispatch point picks them (tiling.h:
+// TensorCoreShape). Both hold the CTA's NG·R rows of W_hh as mma.sync m16n8k16
 // fragments (the forward as they are, the backward transposed), put the batch
 // on the mma's n, and exchange through the tensor-core part of the exchange (tiling.h: one
 // arrival counter per batch chunk, then the data) with one wait per step and chunk.
