@@ -171,12 +171,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
             for (int m = 0; m < kOwn; ++m) {
               const int k = lane + 32 * (warp + nwarps * m);
               own[i][m] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
-              if (!held_slot(i, m)) continue;
-              const float* h = p.h0 + static_cast<std::int64_t>(i) * H + k * kR3;
-              const int n = min(kR3, H - k * kR3);
-              own[i][m].x = h[0];
-              if (n > 1) own[i][m].y = h[1];
-              if (n > 2) own[i][m].z = h[2];
+              if (held_slot(i, m)) load_h0_record(p.h0, H, i, k, own[i][m]);
             }
         }
       } else {
@@ -190,11 +185,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
             if (from_exchange) {
               own[i][m] = load_record(src + static_cast<std::int64_t>(i) * K + k);
             } else {
-              const float* h = p.h0 + static_cast<std::int64_t>(i) * H + k * kR3;
-              const int n = min(kR3, H - k * kR3);
-              own[i][m].x = h[0];
-              if (n > 1) own[i][m].y = h[1];
-              if (n > 2) own[i][m].z = h[2];
+              load_h0_record(p.h0, H, i, k, own[i][m]);
             }
           }
       }

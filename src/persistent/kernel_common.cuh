@@ -1,7 +1,7 @@
 // Device code shared by the persistent kernels (the FMA kernel of kernels_fma.cu and the
 // tensor-core and warp-rows kernels of their headers): the exchange records and their bounded
-// waits, the debug stall, the end of a launch (the epoch), 16-bit weight packing, and the finishers of
-// one hidden unit (the cell's math and every store of each pass, rnn_kernels.h).
+// waits, the debug stall, the end of a launch (the epoch), 16-bit weight packing, and the
+// finishers of one hidden unit (the cell's math and every store of each pass, rnn_kernels.h).
 // Included by the kernels' translation units (kernels_*.cu) only.
 #pragma once
 
@@ -43,6 +43,15 @@ __device__ __forceinline__ void load_record_if(bool load, const float4* p, float
       : "+f"(v.x), "+f"(v.y), "+f"(v.z), "+f"(v.w)
       : "r"(static_cast<unsigned>(load)), "l"(p)
       : "memory");
+}
+// At s = 0 of a forward, record k of batch element b read from h0 [B, H] instead of the
+// exchange: r.x, r.y, r.z = h0[b][3k..3k+2] (entries past H and r.w left as they are).
+__device__ __forceinline__ void load_h0_record(const float* h0, int H, int b, int k, float4& r) {
+  const float* h = h0 + static_cast<std::int64_t>(b) * H + k * kR3;
+  const int n = min(kR3, H - k * kR3);
+  r.x = h[0];
+  if (n > 1) r.y = h[1];
+  if (n > 2) r.z = h[2];
 }
 __device__ __forceinline__ void store_record(float4* p, float4 v) {
   asm volatile("st.relaxed.gpu.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y),

@@ -232,11 +232,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) persistent_rnn_kernel(const Pa
             r = load_record(at);
             return at;
           }
-          const float* h = p.h0 + static_cast<std::int64_t>(b) * H + k * kR3;  // forward, s = 0
-          const int n = min(kR3, H - k * kR3);
-          r.x = h[0];
-          if (n > 1) r.y = h[1];
-          if (n > 2) r.z = h[2];
+          load_h0_record(p.h0, H, b, k, r);  // forward, s = 0
           return nullptr;
         };
         if constexpr (!kStaged) {

@@ -497,7 +497,7 @@ std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, std::int6
 // BB, 9·kRec FMAs and kRec shared-memory loads, and about 4 instructions per entry of its
 // reduce-scatter; every warp reads its records from shared memory (BB·kRec·512 bytes a warp), in
 // series with the issue as in the vanilla warp rows (the larger of the two gave the steps' growth
-// with BB half of what it is: below, kGatedWarpRowsFixedCycles); the CTA reads each record from
+// with BB half of what it is: kGatedWarpRowsFixedCycles above); the CTA reads each record from
 // L2 once: records of h (forward), NG times as many of dQ (backward).
 std::vector<ChunkCycles> gated_warp_rows_chunks(const persistent::Tiling& t, bool forward,
                                                 std::int64_t records, std::int64_t batch) {

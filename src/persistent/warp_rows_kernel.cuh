@@ -326,14 +326,6 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
       // h0, untagged; past the end zeros that count as ready). All of them go to shared memory,
       // where every warp of the group reads the whole set.
       float4 own[BB][kOwn];
-      // At s = 0 the forward's h0 row of batch element b, columns 3k..3k+2, untagged.
-      auto h0_record = [&](float4& r, int b, int k) {
-        const float* h = p.h0 + static_cast<std::int64_t>(b) * H + k * kR3;
-        const int n = min(kR3, H - k * kR3);
-        r.x = h[0];
-        if (n > 1) r.y = h[1];
-        if (n > 2) r.z = h[2];
-      };
       if constexpr (kStraightPoll) {
         // Slot (i, m) holds a record (else it stays zeros tagged `want`: ready).
         auto held_slot = [&](int i, int m) {
@@ -360,7 +352,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
 #pragma unroll
             for (int m = 0; m < kOwn; ++m) {
               own[i][m] = make_float4(0.0f, 0.0f, 0.0f, __uint_as_float(want));
-              if (held_slot(i, m)) h0_record(own[i][m], bg + G * i, lane + 32 * (part + W * m));
+              if (held_slot(i, m))
+                load_h0_record(p.h0, H, bg + G * i, lane + 32 * (part + W * m), own[i][m]);
             }
         }
       } else {
@@ -374,7 +367,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
             if (from_exchange) {
               own[i][m] = load_record(src + static_cast<std::int64_t>(b) * K + k);
             } else {
-              h0_record(own[i][m], b, k);
+              load_h0_record(p.h0, H, b, k, own[i][m]);
             }
           }
       }
