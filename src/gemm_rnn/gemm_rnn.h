@@ -135,7 +135,9 @@ enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 //   PRNN_PERSISTENT_TENSOR_CORES=0|1|forward   the 16-bit GRU/LSTM passes on tensor cores
 //                                              (tiling.h): 0 none (both on the FMA kernel, for
 //                                              A/B measurements), 1 forward and backward data,
-//                                              forward: the forward only
+//                                              forward: the forward only; a GRU the
+//                                              gated warp rows hold (B <= 4) runs there
+//                                              whatever this says
 //   PRNN_PERSISTENT_FINISH_BARRIER=0|1         overrides the tiling's finishers' barrier
 //   PRNN_PERSISTENT_GRAPHS=0|1                 0: each call's launches enqueued directly, not
 //                                              replayed from a graph

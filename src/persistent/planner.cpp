@@ -135,9 +135,6 @@ void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_
 // in the tiling as the fallback.
 void pick_gated_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_count) {
   if (batch > kGatedWarpRowsMaxBatch || records > std::int64_t{32} * kGatedWarpRowsRecords) return;
-  // A 16-bit GRU's tensor-core forward (from B = 4) measured faster: H=1152 B=4 3.50 against
-  // 3.72 µs/step; the 16-bit LSTM's slower (4.10 against 3.75; bench/results/h200/ab/gwr1_*).
-  if (t.gates == 3 && t.tensor_core >= 0) return;
   const std::int64_t wr = (records + sm_count - 1) / sm_count;
   if (wr < kGatedWarpRowsMinRecordWarps || wr > kGatedWarpRowsMaxRecordWarps) return;
   const int bb = batch <= 1 ? 1 : batch <= 2 ? 2 : 4;
@@ -191,6 +188,15 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
               hidden, batch, sm_count);
   PRNN_EXPECT(gates == 1 || gates == 3 || gates == 4,
               "persistent tiling: expected 1, 3 or 4 gates, got {}", gates);
+  // A GRU the gated warp rows hold runs both passes there, as with the tensor cores off. At
+  // B = 4 in 16 bits (where a tensor-core shape would take it), H200, µs/step forward /
+  // forward + backward, gated warp rows against tensor cores: H = 1152 3.52 / 9.26 against
+  // 3.49 / 9.64, H = 768 2.19 / 5.98 against 3.07 / 8.18 (bench/results/h200/ab/gru_tensor_cores/).
+  // The 16-bit LSTM keeps its tensor-core backward at B = 4 (pick_gated_warp_rows).
+  if (gates == 3 && tensor_cores != TensorCores::Off && warp_rows) {
+    Tiling rows = tile(gates, hidden, batch, sm_count, weights, TensorCores::Off, true);
+    if (rows.gated_warp_rows >= 0) return rows;
+  }
   Tiling t;
   t.gates = gates;
   const std::int64_t h_records = (hidden + kUnitsPerRecord - 1) / kUnitsPerRecord;

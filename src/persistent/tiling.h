@@ -393,8 +393,8 @@ struct Tiling {
 // BB = ceil(B / 4) batch elements per warp, G = ceil(B / BB) batch groups), or, where no
 // register shape holds them, a wide shape (one batch group); the FMA shape stays the fallback.
 // Likewise gated layers of batch ≤ kGatedWarpRowsMaxBatch whose records need 2 or 3 per SM run on
-// the gated warp-rows kernels, except a 16-bit GRU that has its tensor-core forward (B = 4:
-// measured faster there); a 16-bit LSTM with a tensor-core backward (B = 4) keeps that backward.
+// the gated warp-rows kernels (a GRU both passes, at B = 4 in 16 bits too, as with the tensor
+// cores off); a 16-bit LSTM with a tensor-core backward (B = 4) keeps that backward.
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
             TensorCores tensor_cores = TensorCores::ForwardBackward, bool warp_rows = true);
 

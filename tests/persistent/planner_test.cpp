@@ -368,9 +368,9 @@ TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
 }
 
 // The gated warp-rows kernels: GRU / LSTM at B <= 4 whose records need 2 or 3 warps per SM
-// (397 <= H <= 1152 on 132 SMs), any weight type, but not a 16-bit GRU's from B = 4 (its
-// tensor-core forward measured faster); BB = B rounded up to 1, 2, 4; Wr records per CTA, NG
-// warps per record; the backward on them as well, but a 16-bit LSTM's at B = 4 (tensor cores).
+// (397 <= H <= 1152 on 132 SMs), any weight type (a 16-bit GRU at B = 4 too, as with the tensor
+// cores off); BB = B rounded up to 1, 2, 4; Wr records per CTA, NG warps per record; the backward
+// on them as well, but a 16-bit LSTM's at B = 4 (tensor cores).
 TEST(Planner, GatedWarpRows) {
   using persistent::kGatedWarpRowsShapes;
   struct Case {
@@ -383,7 +383,8 @@ TEST(Planner, GatedWarpRows) {
       {4, 1152, 4, DType::BF16, 4, 3, 384, 128, 1}, {4, 1024, 4, DType::F32, 4, 3, 384, 114, 1},
       {4, 1152, 1, DType::F32, 1, 3, 384, 128, 1},  {4, 700, 2, DType::F16, 2, 2, 256, 117, 2},
       {3, 1152, 3, DType::F32, 4, 3, 288, 128, 2},  {3, 1152, 2, DType::BF16, 2, 3, 288, 128, 2},
-      {3, 515, 1, DType::F32, 1, 2, 192, 86, 2},
+      {3, 515, 1, DType::F32, 1, 2, 192, 86, 2},    {3, 1152, 4, DType::BF16, 4, 3, 288, 128, 2},
+      {3, 1152, 4, DType::F16, 4, 3, 288, 128, 2},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "NG=" << c.gates << " H=" << c.H << " B=" << c.B);
@@ -420,11 +421,29 @@ TEST(Planner, GatedWarpRows) {
             std::string::npos)
       << f32.reason;
   EXPECT_EQ(f32.records, 4 * 342);  // ceil(4·1024 / 3) = 1366 in the FMA kernel's layout
-  // Not: B = 5, H past 1152 or below 2 records per SM, a 16-bit GRU at B = 4, warp rows off.
+  // The 16-bit GRU at B = 4: the tiling with the tensor cores off, whatever the knob says, and
+  // no tensor-core pass.
+  for (const persistent::TensorCores tc :
+       {persistent::TensorCores::ForwardBackward, persistent::TensorCores::Forward}) {
+    const persistent::Tiling gru = persistent::tile(3, 1152, 4, 132, DType::BF16, tc);
+    const persistent::Tiling off =
+        persistent::tile(3, 1152, 4, 132, DType::BF16, persistent::TensorCores::Off);
+    EXPECT_EQ(gru.tensor_core, -1);
+    EXPECT_EQ(gru.gated_warp_rows, off.gated_warp_rows);
+    EXPECT_EQ(gru.shape, off.shape);
+    EXPECT_EQ(gru.records, off.records);
+    EXPECT_EQ(gru.reason, off.reason);
+    EXPECT_EQ(persistent::pass_kernel(gru, true), persistent::PassKernel::GatedWarpRows);
+    EXPECT_EQ(persistent::pass_kernel(gru, false), persistent::PassKernel::GatedWarpRows);
+  }
+  // Where the gated warp rows do not hold it, the 16-bit GRU at B = 4 keeps its tensor cores.
+  EXPECT_GE(persistent::tile(3, 300, 4, 132, DType::BF16).tensor_core, 0);
+  EXPECT_GE(persistent::tile(3, 1153, 4, 132, DType::BF16).tensor_core, 0);
+  // Not: B = 5, H past 1152 or below 2 records per SM, warp rows off.
   EXPECT_EQ(persistent::tile(4, 1152, 5, 132, DType::F32).gated_warp_rows, -1);
   EXPECT_EQ(persistent::tile(4, 1153, 4, 132, DType::BF16).gated_warp_rows, -1);
   EXPECT_EQ(persistent::tile(4, 396, 4, 132, DType::F32).gated_warp_rows, -1);
-  EXPECT_EQ(persistent::tile(3, 1152, 4, 132, DType::BF16).gated_warp_rows, -1);
+  EXPECT_EQ(persistent::tile(3, 1152, 5, 132, DType::BF16).gated_warp_rows, -1);
   EXPECT_GE(persistent::tile(3, 1152, 4, 132, DType::F32).gated_warp_rows, 0);
   EXPECT_EQ(persistent::tile(4, 1024, 4, 132, DType::F32, persistent::TensorCores::ForwardBackward,
                              false)
@@ -563,7 +582,7 @@ TEST(Planner, LatencyModelStructure) {
       {Cell::ReLU, 2048, 4, DType::F32, "warp rows", "warp rows", 1, 4},
       {Cell::LSTM, 1024, 16, DType::F32, "FMA staged", "FMA staged", 4, 4},
       {Cell::GRU, 1152, 2, DType::BF16, "gated warp rows", "gated warp rows", 1, 2},
-      {Cell::GRU, 1152, 4, DType::BF16, "tensor cores", "tensor cores", 1, 4},
+      {Cell::GRU, 1152, 4, DType::BF16, "gated warp rows", "gated warp rows", 1, 4},
       {Cell::LSTM, 1152, 4, DType::BF16, "gated warp rows", "tensor cores", 1, 4},
       {Cell::LSTM, 1024, 4, DType::F32, "gated warp rows", "gated warp rows", 1, 4},
       {Cell::LSTM, 1152, 64, DType::BF16, "tensor cores", "FMA staged", 4, 16},

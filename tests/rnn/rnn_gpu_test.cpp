@@ -221,7 +221,8 @@ std::vector<RnnCase> cases() {
 // shape holds (H ≤ 1152) also run with "0" (both passes on the FMA kernel's packed 16-bit shapes)
 // and "forward" (the tensor-core forward, then the FMA backward: the path of batches above
 // kTensorCoreBackwardMaxBatch), so that every kernel keeps its cases; larger layers run on the
-// tensor cores alone (RnnGpuChoice checks that the knobs refuse them).
+// tensor cores alone (RnnGpuChoice checks that the knobs refuse them). A GRU the gated warp rows
+// hold (B <= 4, 397 <= H <= 1152 on 132 SMs) runs on them under every value.
 // finish_barrier: the PRNN_PERSISTENT_FINISH_BARRIER of the run ("": the tiling's choice). The
 // fp32 vanilla cases of one layer at H >= 1000 also run with the barrier forced on and off, so
 // that both forms of the FMA kernel's chunk end keep their cases at every batch shape.
