@@ -678,9 +678,15 @@ TEST(RnnGpuSafety, StalledCtaBecomesRuntimeError) {
                            {Cell::LSTM, 64, 4, 5, 1152, 1, false, true},
                            {Cell::LSTM, 64, 4, 5, 1152, 1, false, true, DType::BF16},
                            {Cell::LSTM, 16, 4, 5, 2048, 1, false, true, DType::BF16}};
-  for (const RnnCase& c : cases) {
+  // The forward references (the only ones checked below), computed in parallel up front.
+  std::vector<std::future<RnnData>> references;
+  for (const RnnCase& c : cases)
+    references.push_back(std::async(
+        std::launch::async, [&c] { return test::make_rnn_forward_data(c, base_seed() + 2); }));
+  for (std::size_t i = 0; i < std::size(cases); ++i) {
+    const RnnCase& c = cases[i];
     SCOPED_TRACE(c.name());
-    const RnnData s = test::make_rnn_data(c, base_seed() + 2);
+    const RnnData s = references[i].get();
     const DevTensor x = upload(s.x, c.dtype), params = upload(s.params, c.dtype),
                     h0 = upload(s.h0, c.dtype), c0 = upload(s.c0, c.dtype);  // c0: LSTM only
     {
