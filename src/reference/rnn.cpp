@@ -252,16 +252,15 @@ void cell_backward(const Problem& p, const CellParams<const double>& w, const Ce
     for (std::size_t k = 0; k < w.in; ++k) g.w_ih[r * w.in + k] += da_ih[r] * x[k];
     for (std::size_t k = 0; k < H; ++k) g.w_hh[r * H + k] += da_hh[r] * h[k];
   }
-  for (std::size_t k = 0; k < w.in; ++k) {
-    double s = 0.0;
-    for (std::size_t r = 0; r < p.G; ++r) s += w.w_ih[r * w.in + k] * da_ih[r];
-    dx[k] += s;
-  }
-  for (std::size_t k = 0; k < H; ++k) {
-    double s = dh_direct[k];
-    for (std::size_t r = 0; r < p.G; ++r) s += w.w_hh[r * H + k] * da_hh[r];
-    dh_prev[k] = s;
-  }
+  // dx += W_ih^T da_ih and dh_prev = dh_direct + W_hh^T da_hh, each element summed over the gate
+  // rows r in order; the loops run along the rows of W (contiguous) rather than down its columns.
+  Vec sx(w.in, 0.0);
+  for (std::size_t r = 0; r < p.G; ++r)
+    for (std::size_t k = 0; k < w.in; ++k) sx[k] += w.w_ih[r * w.in + k] * da_ih[r];
+  for (std::size_t k = 0; k < w.in; ++k) dx[k] += sx[k];
+  for (std::size_t k = 0; k < H; ++k) dh_prev[k] = dh_direct[k];
+  for (std::size_t r = 0; r < p.G; ++r)
+    for (std::size_t k = 0; k < H; ++k) dh_prev[k] += w.w_hh[r * H + k] * da_hh[r];
 }
 
 // What the forward pass of one layer and direction keeps for its backward pass, indexed by
