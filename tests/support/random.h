@@ -24,7 +24,12 @@ inline std::uint64_t fresh_seed() {
 // Holds the generator of one test and names its seed in every failure message.
 class Rng {
  public:
-  Rng() : seed_(fresh_seed()), gen_(seed_), trace_(__FILE__, __LINE__, "PRNN_TEST_SEED=" + std::to_string(seed_)) {}
+  Rng() : Rng(fresh_seed()) {}
+  // From a seed drawn elsewhere (a reference computed on another thread, say).
+  explicit Rng(std::uint64_t seed)
+      : seed_(seed),
+        gen_(seed_),
+        trace_(__FILE__, __LINE__, "PRNN_TEST_SEED=" + std::to_string(seed_)) {}
   std::uint64_t seed() const { return seed_; }
   std::mt19937_64& gen() { return gen_; }
 
