@@ -1,7 +1,8 @@
 // CPU reference of the elementwise linear recurrence (contract in scan.h):
 //   forward   h_t = a_t ⊙ h_{t-1} + x_t,               h_{-1} = h0 (zeros when null)
 //   backward  g_t = dh_t + a_{t+1} ⊙ g_{t+1},  da_t = h_{t-1} ⊙ g_t,  dx_t = g_t,  dh0 = a_0 ⊙ g_0
-// Both are the plain sequential loop over t, one lane per channel; [steps, channels] time-major.
+// Both are the plain sequential loop over t (every channel of a step before the next step);
+// [steps, channels] time-major.
 #include "reference/scan.h"
 
 #include <cstddef>
@@ -33,14 +34,12 @@ void linear_scan_forward(std::int64_t steps, std::int64_t channels, const T* a, 
 
   const auto C = static_cast<std::size_t>(channels);
   const auto S = static_cast<std::size_t>(steps);
-  for (std::size_t c = 0; c < C; ++c) {
-    T prev = h0 ? h0[c] : T(0);  // h_{t-1}
-    for (std::size_t t = 0; t < S; ++t) {
+  for (std::size_t t = 0; t < S; ++t)
+    for (std::size_t c = 0; c < C; ++c) {
       const std::size_t i = t * C + c;
-      prev = a[i] * prev + x[i];
-      h[i] = prev;
+      const T prev = t > 0 ? h[i - C] : (h0 ? h0[c] : T(0));  // h_{t-1}
+      h[i] = a[i] * prev + x[i];
     }
-  }
 }
 
 template <class T>
@@ -56,18 +55,17 @@ void linear_scan_backward(std::int64_t steps, std::int64_t channels, const T* a,
 
   const auto C = static_cast<std::size_t>(channels);
   const auto S = static_cast<std::size_t>(steps);
-  for (std::size_t c = 0; c < C; ++c) {
-    T g = T(0);  // g_{t+1}, the total gradient at h_{t+1}
-    for (std::size_t t = S; t-- > 0;) {
+  for (std::size_t t = S; t-- > 0;)
+    for (std::size_t c = 0; c < C; ++c) {
       const std::size_t i = t * C + c;
-      const T a_next = t + 1 < S ? a[i + C] : T(0);
-      g = dh[i] + a_next * g;
+      // g_t = dh_t + a_{t+1} g_{t+1}, g_{t+1} being dx_{t+1} (written the step before)
+      const T g = t + 1 < S ? dh[i] + a[i + C] * dx[i + C] : dh[i];
       const T h_prev = t > 0 ? h[i - C] : (h0 ? h0[c] : T(0));
       da[i] = h_prev * g;
       dx[i] = g;
     }
-    if (dh0) dh0[c] = a[c] * g;  // g is g_0 here
-  }
+  if (dh0)
+    for (std::size_t c = 0; c < C; ++c) dh0[c] = a[c] * dx[c];  // dx_0 is g_0
 }
 
 template void linear_scan_forward<float>(std::int64_t, std::int64_t, const float*, const float*,
