@@ -39,6 +39,7 @@
 #include "prnn/error.h"
 #include "prnn/layers.h"
 #include "support/expect.h"
+#include "support/selection.h"
 
 namespace prnn {
 namespace {
@@ -131,13 +132,7 @@ Reference make_reference(const LayerCase& c, std::uint64_t seed) {
 // The references of the selected cases, computed in parallel on first use.
 const Reference& reference_of(const LayerCase& c) {
   static std::map<std::string, std::shared_future<Reference>> bank = [] {
-    std::set<std::string> selected;
-    const auto* unit = ::testing::UnitTest::GetInstance();
-    for (int i = 0; i < unit->total_test_suite_count(); ++i) {
-      const auto* suite = unit->GetTestSuite(i);
-      for (int j = 0; j < suite->total_test_count(); ++j)
-        if (suite->GetTestInfo(j)->should_run()) selected.insert(suite->GetTestInfo(j)->name());
-    }
+    const std::set<std::string> selected = test::selected_test_names();
     std::map<std::string, std::shared_future<Reference>> m;
     for (const GpuCase& g : cases()) {
       if (selected.count("MatchesReference/" + name_of({g, 0})) == 0 || m.count(g.c.name()) != 0)

@@ -32,9 +32,8 @@
 // Sanitize/*: four-step cases of every persistent kernel and pass, which compute-sanitizer's
 // racecheck and synccheck also run (tests/CMakeLists.txt, sanitize_*); RnnGpuSanitize checks that
 // the tiling picks every kernel among them.
-#include <gtest/gtest.h>
-
 #include <cuda_runtime.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
@@ -55,6 +54,7 @@
 #include "prnn/rnn.h"
 #include "rnn/rnn_case.h"
 #include "support/random.h"
+#include "support/selection.h"
 
 namespace prnn {
 namespace {
@@ -337,13 +337,7 @@ std::uint64_t seed_of(const RnnCase& c) {
 // The reference results of the selected cases, computed in parallel on first use.
 const RnnData& reference_of(const RnnCase& c) {
   static std::map<std::string, std::shared_future<RnnData>> bank = [] {
-    std::vector<std::string> selected;
-    const auto* unit = ::testing::UnitTest::GetInstance();
-    for (int i = 0; i < unit->total_test_suite_count(); ++i) {
-      const auto* suite = unit->GetTestSuite(i);
-      for (int j = 0; j < suite->total_test_count(); ++j)
-        if (suite->GetTestInfo(j)->should_run()) selected.emplace_back(suite->GetTestInfo(j)->name());
-    }
+    const std::set<std::string> selected = test::selected_test_names();
     auto all = cases();
     std::sort(all.begin(), all.end(), [](const RnnCase& a, const RnnCase& b) {
       return a.reference_cost() > b.reference_cost();
@@ -351,9 +345,7 @@ const RnnData& reference_of(const RnnCase& c) {
     // The problems of the selected MatchesReference cases (every variant of gpu_cases()).
     std::set<std::string> wanted;
     for (const GpuCase& g : gpu_cases())
-      if (std::find(selected.begin(), selected.end(), "MatchesReference/" + g.name()) !=
-          selected.end())
-        wanted.insert(g.c.name());
+      if (selected.count("MatchesReference/" + g.name()) != 0) wanted.insert(g.c.name());
     std::map<std::string, std::shared_future<RnnData>> m;
     for (const RnnCase& rc : all) {
       if (wanted.count(rc.name()) == 0) continue;
