@@ -128,9 +128,9 @@ void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_
 }
 
 // The gated warp-rows kernels (tiling.h), both passes, for GRU / LSTM layers at B ≤
-// kGatedWarpRowsMaxBatch whose records need 2 or 3 warps per SM (not where a 16-bit GRU has its
-// tensor-core forward): BB = the batch rounded up to 1, 2 or 4; Wr = the fewest records per CTA
-// that fit the SMs; the fewest polled slots that serve Wr·NG warps, then the smallest launch
+// kGatedWarpRowsMaxBatch whose records need 2 or 3 warps per SM (a GRU reaches here with the
+// tensor cores off: tile()): BB = the batch rounded up to 1, 2 or 4; Wr = the fewest records per
+// CTA that fit the SMs; the fewest polled slots that serve Wr·NG warps, then the smallest launch
 // bound that takes them (the most registers). The FMA / tensor-core choice made before stays
 // in the tiling as the fallback.
 void pick_gated_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_count) {
