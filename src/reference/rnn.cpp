@@ -350,13 +350,13 @@ void forward_pass(const Problem& p, const Vec& x, const Vec& h0, const Vec& c0, 
   y = std::move(in);
 }
 
-// dy [T, B, D*H], dhn / dcn [L*D, B, H] -> dx [T, B, I], dh0 / dc0 [L*D, B, H], dparams.
+// dy [T, B, D*H], dhn / dcn [L*D, B, H] -> dx [T, B, I], dh0 / dc0 [L*D, B, H], dparams; and
+// the forward it recomputes first: y, hn, cn as forward_pass gives them.
 void backward_pass(const Problem& p, const Vec& x, const Vec& h0, const Vec& c0, const Vec& params,
-                   const Vec& dy, const Vec& dhn, const Vec& dcn, Vec& dx, Vec& dh0, Vec& dc0,
-                   Vec& dparams) {
+                   const Vec& dy, const Vec& dhn, const Vec& dcn, Vec& y, Vec& hn, Vec& cn, Vec& dx,
+                   Vec& dh0, Vec& dc0, Vec& dparams) {
   const std::size_t T = p.T, B = p.B, H = p.H, D = p.D;
   ForwardCache cache;
-  Vec y, hn, cn;
   forward_pass(p, x, h0, c0, params, y, hn, cn, &cache);
 
   dh0.assign(p.state_size(), 0.0);
@@ -421,34 +421,61 @@ void rnn_forward(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, co
   if (lstm) store(cnv, cn);
 }
 
+namespace {
+
+// rnn_forward_backward's body, its errors naming `fn` (either entry point).
 template <class T>
-void rnn_backward(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, const T* x,
-                  const T* h0, const T* c0, const T* params, const T* dy, const T* dhn,
-                  const T* dcn, T* dx, T* dh0, T* dc0, T* dparams,
-                  const std::int32_t* lengths) {
-  const char* fn = "rnn_backward";
+void forward_backward(const char* fn, const RnnDesc& desc, std::int64_t steps, std::int64_t batch,
+                      const T* x, const T* h0, const T* c0, const T* params, const T* dy,
+                      const T* dhn, const T* dcn, T* y, T* hn, T* cn, T* dx, T* dh0, T* dc0,
+                      T* dparams, const std::int32_t* lengths) {
   const Problem p = make_problem(fn, desc, steps, batch, lengths);
   expect_non_null(fn, "x", x);
   expect_non_null(fn, "params", params);
   expect_non_null(fn, "dy", dy);
   const bool lstm = has_cell_state(p.cell);
-  Vec dxv, dh0v, dc0v, dpv;
+  Vec yv, hnv, cnv, dxv, dh0v, dc0v, dpv;
   backward_pass(p, load(x, p.x_size()), load(h0, p.state_size()),
                 load(lstm ? c0 : nullptr, p.state_size()), load(params, p.P), load(dy, p.y_size()),
-                load(dhn, p.state_size()), load(lstm ? dcn : nullptr, p.state_size()), dxv, dh0v,
-                dc0v, dpv);
+                load(dhn, p.state_size()), load(lstm ? dcn : nullptr, p.state_size()), yv, hnv, cnv,
+                dxv, dh0v, dc0v, dpv);
+  store(yv, y);
+  store(hnv, hn);
+  if (lstm) store(cnv, cn);
   store(dxv, dx);
   store(dh0v, dh0);
   if (lstm) store(dc0v, dc0);
   store(dpv, dparams);
 }
 
-#define PRNN_INSTANTIATE(T)                                                                     \
-  template void rnn_forward<T>(const RnnDesc&, std::int64_t, std::int64_t, const T*, const T*,  \
-                               const T*, const T*, T*, T*, T*, const std::int32_t*);            \
-  template void rnn_backward<T>(const RnnDesc&, std::int64_t, std::int64_t, const T*, const T*, \
+}  // namespace
+
+template <class T>
+void rnn_backward(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, const T* x,
+                  const T* h0, const T* c0, const T* params, const T* dy, const T* dhn,
+                  const T* dcn, T* dx, T* dh0, T* dc0, T* dparams, const std::int32_t* lengths) {
+  forward_backward<T>("rnn_backward", desc, steps, batch, x, h0, c0, params, dy, dhn, dcn, nullptr,
+                      nullptr, nullptr, dx, dh0, dc0, dparams, lengths);
+}
+
+template <class T>
+void rnn_forward_backward(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, const T* x,
+                          const T* h0, const T* c0, const T* params, const T* dy, const T* dhn,
+                          const T* dcn, T* y, T* hn, T* cn, T* dx, T* dh0, T* dc0, T* dparams,
+                          const std::int32_t* lengths) {
+  forward_backward<T>("rnn_forward_backward", desc, steps, batch, x, h0, c0, params, dy, dhn, dcn,
+                      y, hn, cn, dx, dh0, dc0, dparams, lengths);
+}
+
+#define PRNN_INSTANTIATE(T)                                                                       \
+  template void rnn_forward<T>(const RnnDesc&, std::int64_t, std::int64_t, const T*, const T*,    \
+                               const T*, const T*, T*, T*, T*, const std::int32_t*);              \
+  template void rnn_backward<T>(const RnnDesc&, std::int64_t, std::int64_t, const T*, const T*,   \
                                 const T*, const T*, const T*, const T*, const T*, T*, T*, T*, T*, \
-                                const std::int32_t*);
+                                const std::int32_t*);                                             \
+  template void rnn_forward_backward<T>(                                                          \
+      const RnnDesc&, std::int64_t, std::int64_t, const T*, const T*, const T*, const T*,         \
+      const T*, const T*, const T*, T*, T*, T*, T*, T*, T*, T*, const std::int32_t*);
 PRNN_INSTANTIATE(float)
 PRNN_INSTANTIATE(double)
 #undef PRNN_INSTANTIATE

@@ -31,4 +31,12 @@ void rnn_backward(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, c
                   const T* dcn, T* dx, T* dh0, T* dc0, T* dparams,
                   const std::int32_t* lengths = nullptr);
 
+// rnn_forward and rnn_backward from one forward computation: y, hn, cn as rnn_forward writes
+// them (hn, cn nullable; y may be null too), then the gradients as rnn_backward writes them.
+template <class T>
+void rnn_forward_backward(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, const T* x,
+                          const T* h0, const T* c0, const T* params, const T* dy, const T* dhn,
+                          const T* dcn, T* y, T* hn, T* cn, T* dx, T* dh0, T* dc0, T* dparams,
+                          const std::int32_t* lengths = nullptr);
+
 }  // namespace prnn::reference

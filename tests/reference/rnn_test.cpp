@@ -736,6 +736,53 @@ TEST_P(RnnCell, GradientsOverwriteOutputs) {
   EXPECT_EQ(twice.dparams, once.dparams);
 }
 
+// rnn_forward_backward writes what rnn_forward and rnn_backward write, bit for bit (every output
+// poisoned first), with per-sequence lengths too.
+TEST_P(RnnCell, ForwardBackwardEqualsTheTwoPasses) {
+  Rng rng;
+  const Problem<double> p = random_problem(rng, make_desc(GetParam(), Stack::Bi1), 5, 3);
+  const Outputs<double> w = random_output_grads(rng, p);
+  for (const std::vector<std::int32_t>& lengths :
+       {std::vector<std::int32_t>{}, std::vector<std::int32_t>{5, 1, 3}}) {
+    SCOPED_TRACE(lengths.empty() ? "all steps" : "lengths 5, 1, 3");
+    const std::int32_t* len = lengths.empty() ? nullptr : lengths.data();
+    Outputs<double> o1;
+    o1.y = poisoned<double>(p.y_size());
+    o1.hn = poisoned<double>(p.state());
+    if (p.lstm()) o1.cn = poisoned<double>(p.state());
+    rnn_forward<double>(p.desc, p.steps, p.batch, p.x.data(), p.h0.data(), data_or_null(p.c0),
+                        p.params.data(), o1.y.data(), o1.hn.data(), data_or_null(o1.cn), len);
+    Grads<double> g1;
+    g1.dx = poisoned<double>(p.x.size());
+    g1.dh0 = poisoned<double>(p.state());
+    if (p.lstm()) g1.dc0 = poisoned<double>(p.state());
+    g1.dparams = poisoned<double>(p.params.size());
+    rnn_backward<double>(p.desc, p.steps, p.batch, p.x.data(), p.h0.data(), data_or_null(p.c0),
+                         p.params.data(), w.y.data(), w.hn.data(), data_or_null(w.cn), g1.dx.data(),
+                         g1.dh0.data(), data_or_null(g1.dc0), g1.dparams.data(), len);
+    Outputs<double> o2;
+    o2.y = poisoned<double>(p.y_size());
+    o2.hn = poisoned<double>(p.state());
+    if (p.lstm()) o2.cn = poisoned<double>(p.state());
+    Grads<double> g2;
+    g2.dx = poisoned<double>(p.x.size());
+    g2.dh0 = poisoned<double>(p.state());
+    if (p.lstm()) g2.dc0 = poisoned<double>(p.state());
+    g2.dparams = poisoned<double>(p.params.size());
+    rnn_forward_backward<double>(
+        p.desc, p.steps, p.batch, p.x.data(), p.h0.data(), data_or_null(p.c0), p.params.data(),
+        w.y.data(), w.hn.data(), data_or_null(w.cn), o2.y.data(), o2.hn.data(), data_or_null(o2.cn),
+        g2.dx.data(), g2.dh0.data(), data_or_null(g2.dc0), g2.dparams.data(), len);
+    EXPECT_EQ(o2.y, o1.y);
+    EXPECT_EQ(o2.hn, o1.hn);
+    EXPECT_EQ(o2.cn, o1.cn);
+    EXPECT_EQ(g2.dx, g1.dx);
+    EXPECT_EQ(g2.dh0, g1.dh0);
+    EXPECT_EQ(g2.dc0, g1.dc0);
+    EXPECT_EQ(g2.dparams, g1.dparams);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bad input.
 

@@ -178,20 +178,27 @@ inline RnnData make_rnn_forward_data(const RnnCase& c, std::uint64_t seed) {
   return s;
 }
 
-// Fresh inputs from `seed` (make_rnn_inputs) and the double reference of both passes on them.
+// Fresh inputs from `seed` (make_rnn_inputs) and the double reference of both passes on them
+// (one forward computation for both).
 inline RnnData make_rnn_data(const RnnCase& c, std::uint64_t seed) {
-  RnnData s = make_rnn_forward_data(c, seed);
+  RnnData s = make_rnn_inputs(c, seed);
   auto in = [](const std::vector<double>& v) { return v.empty() ? nullptr : v.data(); };
   auto out = [](std::vector<double>& v) { return v.empty() ? nullptr : v.data(); };
+  s.y.assign(c.y_size(), 0.0);
   s.dx.assign(c.x_size(), 0.0);
   s.dparams.assign(c.param_size(), 0.0);
   if (c.with_state) {
+    s.hn.assign(c.state_size(), 0.0);
     s.dh0.assign(c.state_size(), 0.0);
-    if (has_cell_state(c.cell)) s.dc0.assign(c.state_size(), 0.0);
+    if (has_cell_state(c.cell)) {
+      s.cn.assign(c.state_size(), 0.0);
+      s.dc0.assign(c.state_size(), 0.0);
+    }
   }
-  reference::rnn_backward<double>(c.desc(), c.T, c.B, s.x.data(), in(s.h0), in(s.c0),
-                                  s.params.data(), s.dy.data(), in(s.dhn), in(s.dcn), s.dx.data(),
-                                  out(s.dh0), out(s.dc0), s.dparams.data(), c.lengths_or_null());
+  reference::rnn_forward_backward<double>(c.desc(), c.T, c.B, s.x.data(), in(s.h0), in(s.c0),
+                                          s.params.data(), s.dy.data(), in(s.dhn), in(s.dcn),
+                                          s.y.data(), out(s.hn), out(s.cn), s.dx.data(), out(s.dh0),
+                                          out(s.dc0), s.dparams.data(), c.lengths_or_null());
   return s;
 }
 
