@@ -22,6 +22,11 @@ if [[ -z $sanitizer || ! -x $sanitizer ]]; then
   exit 1
 fi
 
+# Tells the tests which tool runs them (rnn_gpu_test then checks each case once, leaving out
+# the replays that repeat the same kernels' shared-memory accesses; gpu-check runs those cases
+# unsanitized as well).
+export PRNN_TEST_SANITIZER=$tool
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 args=(--tool "$tool" --error-exitcode 97 --print-limit 20)
