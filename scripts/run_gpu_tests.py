@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 from collections import OrderedDict
 
@@ -68,10 +69,11 @@ def run_executable(exe, cases, workdir, timeout, log):
                "--gtest_output=xml:" + report]
         log.write(f"$ {exe} ({len(cases)} cases)\n")
         log.flush()
+        start = time.monotonic()
         try:
             proc = subprocess.run(cmd, cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
                                   timeout=timeout)
-            log.write(f"exit status {proc.returncode}\n")
+            log.write(f"exit status {proc.returncode} after {time.monotonic() - start:.1f} s\n")
         except subprocess.TimeoutExpired:
             log.write(f"timed out after {timeout} s\n")
         results = {}
@@ -88,9 +90,11 @@ def run_executable(exe, cases, workdir, timeout, log):
 def run_ctest(build, name, timeout, log):
     log.write(f"$ ctest -R ^{name}$\n")
     log.flush()
+    start = time.monotonic()
     proc = subprocess.run(["ctest", "--test-dir", build, "-R", f"^{name}$", "--timeout",
                            str(timeout), "--output-on-failure"], stdout=log,
                           stderr=subprocess.STDOUT)
+    log.write(f"exit status {proc.returncode} after {time.monotonic() - start:.1f} s\n")
     return proc.returncode == 0
 
 
