@@ -81,29 +81,41 @@ std::vector<T> poisoned(std::size_t n) {
   return std::vector<T>(n, std::numeric_limits<T>::quiet_NaN());
 }
 
-// Runs rnn_forward with every output poisoned first, so unwritten elements show as NaN.
+// Outputs and gradients of p's shapes, every element poisoned, so unwritten ones show as NaN.
 template <class T>
-Outputs<T> forward(const Problem<T>& p) {
+Outputs<T> poisoned_outputs(const Problem<T>& p) {
   Outputs<T> o;
   o.y = poisoned<T>(p.y_size());
   o.hn = poisoned<T>(p.state());
   if (p.lstm()) o.cn = poisoned<T>(p.state());
-  rnn_forward<T>(p.desc, p.steps, p.batch, p.x.data(), data_or_null(p.h0), data_or_null(p.c0),
-                 p.params.data(), o.y.data(), o.hn.data(), data_or_null(o.cn));
   return o;
 }
-
-// Runs rnn_backward with the output gradients d = (dy, dhn, dcn), every gradient poisoned first.
 template <class T>
-Grads<T> backward(const Problem<T>& p, const Outputs<T>& d) {
+Grads<T> poisoned_grads(const Problem<T>& p) {
   Grads<T> g;
   g.dx = poisoned<T>(p.x.size());
   g.dh0 = poisoned<T>(p.state());
   if (p.lstm()) g.dc0 = poisoned<T>(p.state());
   g.dparams = poisoned<T>(p.params.size());
+  return g;
+}
+
+// Runs rnn_forward into poisoned outputs.
+template <class T>
+Outputs<T> forward(const Problem<T>& p, const std::int32_t* lengths = nullptr) {
+  Outputs<T> o = poisoned_outputs(p);
+  rnn_forward<T>(p.desc, p.steps, p.batch, p.x.data(), data_or_null(p.h0), data_or_null(p.c0),
+                 p.params.data(), o.y.data(), o.hn.data(), data_or_null(o.cn), lengths);
+  return o;
+}
+
+// Runs rnn_backward with the output gradients d = (dy, dhn, dcn) into poisoned gradients.
+template <class T>
+Grads<T> backward(const Problem<T>& p, const Outputs<T>& d, const std::int32_t* lengths = nullptr) {
+  Grads<T> g = poisoned_grads(p);
   rnn_backward<T>(p.desc, p.steps, p.batch, p.x.data(), data_or_null(p.h0), data_or_null(p.c0),
                   p.params.data(), d.y.data(), data_or_null(d.hn), data_or_null(d.cn), g.dx.data(),
-                  g.dh0.data(), data_or_null(g.dc0), g.dparams.data());
+                  g.dh0.data(), data_or_null(g.dc0), g.dparams.data(), lengths);
   return g;
 }
 
@@ -746,29 +758,10 @@ TEST_P(RnnCell, ForwardBackwardEqualsTheTwoPasses) {
        {std::vector<std::int32_t>{}, std::vector<std::int32_t>{5, 1, 3}}) {
     SCOPED_TRACE(lengths.empty() ? "all steps" : "lengths 5, 1, 3");
     const std::int32_t* len = lengths.empty() ? nullptr : lengths.data();
-    Outputs<double> o1;
-    o1.y = poisoned<double>(p.y_size());
-    o1.hn = poisoned<double>(p.state());
-    if (p.lstm()) o1.cn = poisoned<double>(p.state());
-    rnn_forward<double>(p.desc, p.steps, p.batch, p.x.data(), p.h0.data(), data_or_null(p.c0),
-                        p.params.data(), o1.y.data(), o1.hn.data(), data_or_null(o1.cn), len);
-    Grads<double> g1;
-    g1.dx = poisoned<double>(p.x.size());
-    g1.dh0 = poisoned<double>(p.state());
-    if (p.lstm()) g1.dc0 = poisoned<double>(p.state());
-    g1.dparams = poisoned<double>(p.params.size());
-    rnn_backward<double>(p.desc, p.steps, p.batch, p.x.data(), p.h0.data(), data_or_null(p.c0),
-                         p.params.data(), w.y.data(), w.hn.data(), data_or_null(w.cn), g1.dx.data(),
-                         g1.dh0.data(), data_or_null(g1.dc0), g1.dparams.data(), len);
-    Outputs<double> o2;
-    o2.y = poisoned<double>(p.y_size());
-    o2.hn = poisoned<double>(p.state());
-    if (p.lstm()) o2.cn = poisoned<double>(p.state());
-    Grads<double> g2;
-    g2.dx = poisoned<double>(p.x.size());
-    g2.dh0 = poisoned<double>(p.state());
-    if (p.lstm()) g2.dc0 = poisoned<double>(p.state());
-    g2.dparams = poisoned<double>(p.params.size());
+    const Outputs<double> o1 = forward(p, len);
+    const Grads<double> g1 = backward(p, w, len);
+    Outputs<double> o2 = poisoned_outputs(p);
+    Grads<double> g2 = poisoned_grads(p);
     rnn_forward_backward<double>(
         p.desc, p.steps, p.batch, p.x.data(), p.h0.data(), data_or_null(p.c0), p.params.data(),
         w.y.data(), w.hn.data(), data_or_null(w.cn), o2.y.data(), o2.hn.data(), data_or_null(o2.cn),

@@ -161,40 +161,27 @@ inline RnnData make_rnn_inputs(const RnnCase& c, std::uint64_t seed) {
   return s;
 }
 
-// Fresh inputs from `seed` (make_rnn_inputs) and the double reference of the forward pass on
-// them: y, hn, cn (the gradients stay empty).
-inline RnnData make_rnn_forward_data(const RnnCase& c, std::uint64_t seed) {
+// Fresh inputs from `seed` (make_rnn_inputs) and the double reference on them: the forward's
+// y, hn, cn and, with `gradients`, the backward's dx, dh0, dc0, dparams from the same forward
+// computation (without, those stay empty).
+inline RnnData make_rnn_data(const RnnCase& c, std::uint64_t seed, bool gradients = true) {
   RnnData s = make_rnn_inputs(c, seed);
   auto in = [](const std::vector<double>& v) { return v.empty() ? nullptr : v.data(); };
   auto out = [](std::vector<double>& v) { return v.empty() ? nullptr : v.data(); };
+  const bool lstm = has_cell_state(c.cell);
   s.y.assign(c.y_size(), 0.0);
-  if (c.with_state) {
-    s.hn.assign(c.state_size(), 0.0);
-    if (has_cell_state(c.cell)) s.cn.assign(c.state_size(), 0.0);
+  if (c.with_state) s.hn.assign(c.state_size(), 0.0);
+  if (c.with_state && lstm) s.cn.assign(c.state_size(), 0.0);
+  if (!gradients) {
+    reference::rnn_forward<double>(c.desc(), c.T, c.B, s.x.data(), in(s.h0), in(s.c0),
+                                   s.params.data(), s.y.data(), out(s.hn), out(s.cn),
+                                   c.lengths_or_null());
+    return s;
   }
-  reference::rnn_forward<double>(c.desc(), c.T, c.B, s.x.data(), in(s.h0), in(s.c0),
-                                 s.params.data(), s.y.data(), out(s.hn), out(s.cn),
-                                 c.lengths_or_null());
-  return s;
-}
-
-// Fresh inputs from `seed` (make_rnn_inputs) and the double reference of both passes on them
-// (one forward computation for both).
-inline RnnData make_rnn_data(const RnnCase& c, std::uint64_t seed) {
-  RnnData s = make_rnn_inputs(c, seed);
-  auto in = [](const std::vector<double>& v) { return v.empty() ? nullptr : v.data(); };
-  auto out = [](std::vector<double>& v) { return v.empty() ? nullptr : v.data(); };
-  s.y.assign(c.y_size(), 0.0);
   s.dx.assign(c.x_size(), 0.0);
   s.dparams.assign(c.param_size(), 0.0);
-  if (c.with_state) {
-    s.hn.assign(c.state_size(), 0.0);
-    s.dh0.assign(c.state_size(), 0.0);
-    if (has_cell_state(c.cell)) {
-      s.cn.assign(c.state_size(), 0.0);
-      s.dc0.assign(c.state_size(), 0.0);
-    }
-  }
+  if (c.with_state) s.dh0.assign(c.state_size(), 0.0);
+  if (c.with_state && lstm) s.dc0.assign(c.state_size(), 0.0);
   reference::rnn_forward_backward<double>(c.desc(), c.T, c.B, s.x.data(), in(s.h0), in(s.c0),
                                           s.params.data(), s.dy.data(), in(s.dhn), in(s.dcn),
                                           s.y.data(), out(s.hn), out(s.cn), s.dx.data(), out(s.dh0),
