@@ -25,7 +25,8 @@
 //           sums (biases kept in registers), the record of batch element i gathered into lane 3i
 //           by shuffles and published, then every store of the unit (kernel_common.cuh).
 // On chip:  the weights in registers; shared memory [2 (step parity)][BB][kRec][32] records
-//           (dynamic) and [Wr][NG − 1][3·BB] sums.
+//           (dynamic; each parity's as two planes, float2 {x, y} then float z, the tag left
+//           out: 3 wavefronts a warp's read, not 4) and [Wr][NG − 1][3·BB] sums.
 // Sync:     none besides the tagged records and the CTA's two named barriers. Two record buffers
 //           suffice: a warp publishes step s only after its CTA read all of step s−1, whose
 //           producers published it only after reading all of step s−2. The sums need one: a
@@ -95,7 +96,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   __shared__ unsigned s_epoch;
   __shared__ int s_abort;
   __shared__ float s_sums[kGatedWarpRowsMaxRecordWarps][NG - 1][kSums];
-  extern __shared__ float4 s_share[];  // [2][BB][kRec][32]
+  extern __shared__ float4 s_share[];  // [2][BB][kRec][32] float4s, each parity: xy then z planes
 
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int H = p.hidden, B = p.batch, K = (H + kR3 - 1) / kR3;
@@ -220,12 +221,20 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
           }
         }
       }
-      float4* share = s_share + static_cast<std::int64_t>(s & 1) * BB * kRec * 32;
+      // The step's records in shared memory as two planes, {x, y} and z (the tag stays out):
+      // a warp's read of a record is 384 bytes (3 wavefronts) instead of a float4's 512.
+      float2* const share_xy =
+          reinterpret_cast<float2*>(s_share + static_cast<std::int64_t>(s & 1) * BB * kRec * 32);
+      float* const share_z = reinterpret_cast<float*>(share_xy + BB * kRec * 32);
 #pragma unroll
       for (int i = 0; i < BB; ++i)
 #pragma unroll
         for (int m = 0; m < kOwn; ++m)
-          if (warp + nwarps * m < kRec) share[(i * kRec + warp + nwarps * m) * 32 + lane] = own[i][m];
+          if (warp + nwarps * m < kRec) {
+            const int at = (i * kRec + warp + nwarps * m) * 32 + lane;
+            share_xy[at] = make_float2(own[i][m].x, own[i][m].y);
+            share_z[at] = own[i][m].z;
+          }
       // Barrier 1 ORs the warps' failures, so that the CTA leaves together.
       if (barrier_any(1, 32 * nwarps, failed)) break;
       // Per sum, the terms in (record, column) order, then the reduce-scatter.
@@ -236,8 +245,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       for (int i = 0; i < BB; ++i)
 #pragma unroll
         for (int j = 0; j < kRec; ++j) {
-          const float4 rec = share[(i * kRec + j) * 32 + lane];
-          const float hv[kR3] = {rec.x, rec.y, rec.z};
+          const float2 xy = share_xy[(i * kRec + j) * 32 + lane];
+          const float hv[kR3] = {xy.x, xy.y, share_z[(i * kRec + j) * 32 + lane]};
 #pragma unroll
           for (int c = 0; c < kR3; ++c)
 #pragma unroll

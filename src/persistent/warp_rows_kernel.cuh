@@ -48,7 +48,8 @@
 // On chip:  the weights in registers (staged through shared memory first, but for kInput:
 //           stage_weights below); shared memory: the held weights [W][kSmem][9][32] fp32 (the
 //           CTA's, shared by its batch groups), then [2 (step parity)][G][BB][kRec + kSmem][32]
-//           records (warp_rows_smem_bytes in tiling.h), then, projecting, [W][3][nch][32] float4 of
+//           records (warp_rows_smem_bytes in tiling.h; each group's as two planes, float2 {x, y}
+//           then float z, the tag left out: 3 wavefronts a warp's read, not 4), then, projecting, [W][3][nch][32] float4 of
 //           W_ih and [2 (step parity)][G][BB][nch][32] float4 of x, nch = ceil(I / 128)
 //           (warp_rows_input_smem_bytes).
 // Sync:     none besides the tagged records. Two buffers suffice: a warp publishes its record of
@@ -404,13 +405,21 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
           }
         }
       }
-      // The group's records through shared memory (each lane its own column of slots).
-      float4* share = s_share + (static_cast<std::int64_t>(s & 1) * G + bg) * BB * kSlots * 32;
+      // The group's records through shared memory (each lane its own column of slots), as two
+      // planes, {x, y} and z (the tag stays out): a warp's read of a record is 384 bytes (3
+      // wavefronts) instead of a float4's 512.
+      float2* const share_xy = reinterpret_cast<float2*>(
+          s_share + (static_cast<std::int64_t>(s & 1) * G + bg) * BB * kSlots * 32);
+      float* const share_z = reinterpret_cast<float*>(share_xy + BB * kSlots * 32);
 #pragma unroll
       for (int i = 0; i < BB; ++i)
 #pragma unroll
         for (int m = 0; m < kOwn; ++m)
-          if (part + W * m < kSlots) share[(i * kSlots + part + W * m) * 32 + lane] = own[i][m];
+          if (part + W * m < kSlots) {
+            const int at = (i * kSlots + part + W * m) * 32 + lane;
+            share_xy[at] = make_float2(own[i][m].x, own[i][m].y);
+            share_z[at] = own[i][m].z;
+          }
       if (project) wait_x();  // this warp's copies of x_{t+1} in, before the group's barrier
       // The barrier also ORs the warps' failures, so that the group leaves together.
       if (barrier_any(1 + bg, 32 * W, failed)) break;
@@ -420,8 +429,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
       for (int i = 0; i < BB; ++i)
 #pragma unroll
         for (int j = 0; j < kRec; ++j) {
-          const float4 r = share[(i * kSlots + j) * 32 + lane];
-          const float hv[kR3] = {r.x, r.y, r.z};
+          const float2 r = share_xy[(i * kSlots + j) * 32 + lane];
+          const float hv[kR3] = {r.x, r.y, share_z[(i * kSlots + j) * 32 + lane]};
 #pragma unroll
           for (int c = 0; c < kR3; ++c)
 #pragma unroll
@@ -437,8 +446,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
         for (int e = 0; e < kR3 * kR3; ++e) ws[e] = held[(j * kR3 * kR3 + e) * 32];
 #pragma unroll
         for (int i = 0; i < BB; ++i) {
-          const float4 r = share[(i * kSlots + kRec + j) * 32 + lane];
-          const float hv[kR3] = {r.x, r.y, r.z};
+          const float2 r = share_xy[(i * kSlots + kRec + j) * 32 + lane];
+          const float hv[kR3] = {r.x, r.y, share_z[(i * kSlots + kRec + j) * 32 + lane]};
 #pragma unroll
           for (int c = 0; c < kR3; ++c)
 #pragma unroll
