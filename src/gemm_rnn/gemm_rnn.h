@@ -136,8 +136,9 @@ enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 //                                              (tiling.h): 0 none (both on the FMA kernel, for
 //                                              A/B measurements), 1 forward and backward data,
 //                                              forward: the forward only; a GRU the
-//                                              gated warp rows hold (B <= 4) runs there
-//                                              whatever this says
+//                                              gated warp rows hold (B <= 4), and an LSTM
+//                                              they hold at 2 records per SM (H <= 792 on
+//                                              132 SMs), run there whatever this says
 //   PRNN_PERSISTENT_FINISH_BARRIER=0|1         overrides the tiling's finishers' barrier
 //   PRNN_PERSISTENT_GRAPHS=0|1                 0: each call's launches enqueued directly, not
 //                                              replayed from a graph

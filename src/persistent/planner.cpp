@@ -128,11 +128,11 @@ void pick_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_
 }
 
 // The gated warp-rows kernels (tiling.h), both passes, for GRU / LSTM layers at B ≤
-// kGatedWarpRowsMaxBatch whose records need 2 or 3 warps per SM (a GRU reaches here with the
-// tensor cores off: tile()): BB = the batch rounded up to 1, 2 or 4; Wr = the fewest records per
-// CTA that fit the SMs; the fewest polled slots that serve Wr·NG warps, then the smallest launch
-// bound that takes them (the most registers). The FMA / tensor-core choice made before stays
-// in the tiling as the fallback.
+// kGatedWarpRowsMaxBatch whose records need 2 or 3 warps per SM (a GRU, and an LSTM at 2, reach
+// here with the tensor cores off: tile()): BB = the batch rounded up to 1, 2 or 4; Wr = the fewest
+// records per CTA that fit the SMs; the fewest polled slots that serve Wr·NG warps, then the
+// smallest launch bound that takes them (the most registers). The FMA / tensor-core choice made
+// before stays in the tiling as the fallback.
 void pick_gated_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, int sm_count) {
   if (batch > kGatedWarpRowsMaxBatch || records > std::int64_t{32} * kGatedWarpRowsRecords) return;
   const std::int64_t wr = (records + sm_count - 1) / sm_count;
@@ -157,8 +157,9 @@ void pick_gated_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, i
   t.gated_warp_rows_records = static_cast<int>(wr);
   t.gated_warp_rows_ctas = static_cast<int>((records + wr - 1) / wr);
   t.gated_warp_rows_threads = static_cast<int>(32 * warps);
-  // The backward too, except where the tensor cores have it (16-bit LSTM at B = 4: there 0.5
-  // µs/step faster, bench/results/h100/gwr_bwd/knob_warp_rows*).
+  // The backward too, except where the tensor cores have it (a 16-bit LSTM at B = 4 whose records
+  // need 3 warps per SM, tile(): there 0.5 µs/step faster on an H100,
+  // bench/results/h100/gwr_bwd/knob_warp_rows*, 0.25–0.5 on an H200).
   t.gated_warp_rows_backward = !(t.tensor_core >= 0 && t.tensor_core_backward);
   if (t.gated_warp_rows_backward)
     t.records = std::max<std::int64_t>(t.records, t.gates * records);  // its dQ records
@@ -188,18 +189,27 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
               hidden, batch, sm_count);
   PRNN_EXPECT(gates == 1 || gates == 3 || gates == 4,
               "persistent tiling: expected 1, 3 or 4 gates, got {}", gates);
-  // A GRU the gated warp rows hold runs both passes there, as with the tensor cores off. At
-  // B = 4 in 16 bits (where a tensor-core shape would take it), H200, µs/step forward /
-  // forward + backward, gated warp rows against tensor cores: H = 1152 3.52 / 9.26 against
-  // 3.49 / 9.64, H = 768 2.19 / 5.98 against 3.07 / 8.18 (bench/results/h200/ab/gru_tensor_cores/).
-  // The 16-bit LSTM keeps its tensor-core backward at B = 4 (pick_gated_warp_rows).
-  if (gates == 3 && tensor_cores != TensorCores::Off && warp_rows) {
+  // A gated layer the gated warp rows hold runs both passes there, as with the tensor cores
+  // off, when it is a GRU or an LSTM whose records need 2 warps per SM (H <= 792 on 132 SMs).
+  // At B = 4 in 16 bits (where a tensor-core shape would take it), H200, µs/step forward /
+  // forward + backward, gated warp rows against the tensor cores:
+  //   GRU  H = 1152 3.52 / 9.26 against 3.49 / 9.64, H = 768 2.19 / 5.98 against 3.07 / 8.18
+  //        (bench/results/h200/ab/gru_tensor_cores/);
+  //   LSTM (the forward on the gated warp rows either way, the backward on each) H = 512
+  //        6.63 against 7.03, H = 768 7.21 against 7.88; at 3 records per SM the tensor-core
+  //        backward is faster, H = 1024 8.86 against 9.34, H = 1152 9.56 against 9.81
+  //        (bench/results/h200/ab/lstm_tensor_cores_b4/), so there the LSTM keeps it
+  //        (pick_gated_warp_rows).
+  const std::int64_t h_records = (hidden + kUnitsPerRecord - 1) / kUnitsPerRecord;
+  const bool two_records_per_sm =
+      h_records <= std::int64_t{kGatedWarpRowsMinRecordWarps} * sm_count;
+  if ((gates == 3 || (gates == 4 && two_records_per_sm)) && tensor_cores != TensorCores::Off &&
+      warp_rows) {
     Tiling rows = tile(gates, hidden, batch, sm_count, weights, TensorCores::Off, true);
     if (rows.gated_warp_rows >= 0) return rows;
   }
   Tiling t;
   t.gates = gates;
-  const std::int64_t h_records = (hidden + kUnitsPerRecord - 1) / kUnitsPerRecord;
   t.records = (gates * hidden + kUnitsPerRecord - 1) / kUnitsPerRecord;
   if (weights == DType::F64) {
     t.reason = "the persistent kernels take f32, f16 or bf16 weights, got f64";

@@ -367,7 +367,8 @@ struct Tiling {
   // Both passes of a gated layer on the gated warp-rows kernels (B ≤ kGatedWarpRowsMaxBatch,
   // H ≤ 1152, 2 or 3 records per SM): index into kGatedWarpRowsShapes, -1 when they run on the
   // tensor-core or FMA shape (which the planner still picks: the fallback); Wr records per
-  // CTA, Wr·NG warps. The backward on it unless the tensor cores take it (16-bit LSTM, B = 4).
+  // CTA, Wr·NG warps. The backward on it unless the tensor cores take it (16-bit LSTM, B = 4,
+  // 3 records per SM).
   int gated_warp_rows = -1;
   bool gated_warp_rows_backward = false;
   int gated_warp_rows_records = 0, gated_warp_rows_ctas = 0, gated_warp_rows_threads = 0;
@@ -393,8 +394,9 @@ struct Tiling {
 // BB = ceil(B / 4) batch elements per warp, G = ceil(B / BB) batch groups), or, where no
 // register shape holds them, a wide shape (one batch group); the FMA shape stays the fallback.
 // Likewise gated layers of batch ≤ kGatedWarpRowsMaxBatch whose records need 2 or 3 per SM run on
-// the gated warp-rows kernels (a GRU both passes, at B = 4 in 16 bits too, as with the tensor
-// cores off); a 16-bit LSTM with a tensor-core backward (B = 4) keeps that backward.
+// the gated warp-rows kernels (both passes as with the tensor cores off, at B = 4 in 16 bits too,
+// for a GRU and for an LSTM at 2 records per SM); a 16-bit LSTM at 3 records per SM with a
+// tensor-core backward (B = 4) keeps that backward.
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
             TensorCores tensor_cores = TensorCores::ForwardBackward, bool warp_rows = true);
 

@@ -342,7 +342,9 @@ TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
   ASSERT_GE(small.tensor_core, 0);
   EXPECT_EQ(kTensorCoreShapes[small.tensor_core].rows, 3);
   EXPECT_EQ(small.tensor_core_ctas, 34);
-  const persistent::Tiling edge = persistent::tile(4, 397, 4, 132, DType::BF16);
+  // (Warp rows off: at 2 records per SM the gated warp rows would take both passes.)
+  const persistent::Tiling edge =
+      persistent::tile(4, 397, 4, 132, DType::BF16, TensorCores::ForwardBackward, false);
   ASSERT_GE(edge.tensor_core, 0);
   EXPECT_EQ(kTensorCoreShapes[edge.tensor_core].rows, 9);
   // Every picked shape holds H in its k-tiles.
@@ -384,7 +386,8 @@ TEST(Planner, GatedWarpRows) {
       {4, 1152, 1, DType::F32, 1, 3, 384, 128, 1},  {4, 700, 2, DType::F16, 2, 2, 256, 117, 2},
       {3, 1152, 3, DType::F32, 4, 3, 288, 128, 2},  {3, 1152, 2, DType::BF16, 2, 3, 288, 128, 2},
       {3, 515, 1, DType::F32, 1, 2, 192, 86, 2},    {3, 1152, 4, DType::BF16, 4, 3, 288, 128, 2},
-      {3, 1152, 4, DType::F16, 4, 3, 288, 128, 2},
+      {3, 1152, 4, DType::F16, 4, 3, 288, 128, 2},  {4, 768, 4, DType::BF16, 4, 2, 256, 128, 2},
+      {4, 512, 4, DType::F16, 4, 2, 256, 86, 2},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "NG=" << c.gates << " H=" << c.H << " B=" << c.B);
@@ -400,8 +403,10 @@ TEST(Planner, GatedWarpRows) {
     EXPECT_EQ(t.gated_warp_rows_ctas, c.ctas);
     EXPECT_LE(t.gated_warp_rows_threads, s.max_threads);
     EXPECT_GE(c.records * c.gates * s.own_slots, persistent::kGatedWarpRowsRecords);
-    // The backward too, but where a 16-bit LSTM has its tensor-core backward (B = 4).
-    const bool tensor_core_backward = c.gates == 4 && c.B == 4 && c.weights == DType::BF16;
+    // The backward too, but where a 16-bit LSTM at 3 records per SM has its tensor-core
+    // backward (B = 4).
+    const bool tensor_core_backward =
+        c.gates == 4 && c.B == 4 && c.weights != DType::F32 && c.records == 3;
     EXPECT_EQ(t.gated_warp_rows_backward, !tensor_core_backward);
     EXPECT_GE(c.records * s.backward_slots, persistent::kGatedWarpRowsRecords);
     EXPECT_NE(t.reason.find(tensor_core_backward ? "forward on gated warp rows"
@@ -436,6 +441,23 @@ TEST(Planner, GatedWarpRows) {
     EXPECT_EQ(persistent::pass_kernel(gru, true), persistent::PassKernel::GatedWarpRows);
     EXPECT_EQ(persistent::pass_kernel(gru, false), persistent::PassKernel::GatedWarpRows);
   }
+  // The 16-bit LSTM at B = 4 likewise where its records need 2 warps per SM (H <= 792 on 132
+  // SMs); at 3 (H = 793) it keeps the tensor-core backward.
+  for (const std::int64_t H : {397, 768, 792}) {
+    SCOPED_TRACE(::testing::Message() << "LSTM H=" << H);
+    const persistent::Tiling lstm2 = persistent::tile(4, H, 4, 132, DType::BF16);
+    const persistent::Tiling off =
+        persistent::tile(4, H, 4, 132, DType::BF16, persistent::TensorCores::Off);
+    EXPECT_EQ(lstm2.tensor_core, -1);
+    EXPECT_EQ(lstm2.gated_warp_rows_records, 2);
+    EXPECT_EQ(lstm2.gated_warp_rows, off.gated_warp_rows);
+    EXPECT_EQ(lstm2.reason, off.reason);
+    EXPECT_EQ(persistent::pass_kernel(lstm2, false), persistent::PassKernel::GatedWarpRows);
+  }
+  const persistent::Tiling lstm3 = persistent::tile(4, 793, 4, 132, DType::BF16);
+  EXPECT_EQ(lstm3.gated_warp_rows_records, 3);
+  EXPECT_EQ(persistent::pass_kernel(lstm3, true), persistent::PassKernel::GatedWarpRows);
+  EXPECT_EQ(persistent::pass_kernel(lstm3, false), persistent::PassKernel::TensorCores);
   // Where the gated warp rows do not hold it, the 16-bit GRU at B = 4 keeps its tensor cores.
   EXPECT_GE(persistent::tile(3, 300, 4, 132, DType::BF16).tensor_core, 0);
   EXPECT_GE(persistent::tile(3, 1153, 4, 132, DType::BF16).tensor_core, 0);

@@ -156,6 +156,9 @@ std::vector<RnnCase> cases() {
       v.push_back({cell, 100, 4, 32, 1024, 1, false, true, t});
     }
   v.push_back({Cell::LSTM, 40, 4, 16, 1152, 1, false, true, DType::BF16});  // the bf16 target
+  // The 16-bit LSTM at B = 4 and 2 records per SM: both passes on the gated warp rows (not the
+  // tensor-core backward of 3 records per SM).
+  v.push_back({Cell::LSTM, 33, 4, 16, 700, 1, false, true, DType::BF16});
   // fp32 tensors with TF32 GEMMs over all timesteps: two bidirectional layers (a lower layer's h
   // into the upper one's TF32 input GEMM), and one layer at B = 4.
   for (Cell cell : {Cell::ReLU, Cell::GRU, Cell::LSTM}) {
@@ -223,7 +226,8 @@ std::vector<RnnCase> cases() {
 // and "forward" (the tensor-core forward, then the FMA backward: the path of batches above
 // kTensorCoreBackwardMaxBatch), so that every kernel keeps its cases; larger layers run on the
 // tensor cores alone (RnnGpuChoice checks that the knobs refuse them). A GRU the gated warp rows
-// hold (B <= 4, 397 <= H <= 1152 on 132 SMs) runs on them under every value.
+// hold (B <= 4, 397 <= H <= 1152 on 132 SMs), and an LSTM they hold at 2 records per SM
+// (H <= 792), run on them under every value.
 // finish_barrier: the PRNN_PERSISTENT_FINISH_BARRIER of the run ("": the tiling's choice). The
 // fp32 vanilla cases of one layer at H >= 1000 also run with the barrier forced on and off, so
 // that both forms of the FMA kernel's chunk end keep their cases at every batch shape.
