@@ -487,8 +487,9 @@ std::vector<ChunkCycles> fma_chunks(const persistent::Tiling& t, bool forward, s
 // (kRec + smem_slots) and batch element it holds, 9 shared-memory loads per slot held there, and
 // 5 shuffles and adds per sum (3 per batch element); the CTA reads each record of the step once
 // (B·records·16 bytes; a batch group's warps share them). Then, in series with the issue, the
-// shared-memory reads of every warp: a 16-byte record per slot and batch element of its BB, and
-// the held slots' 9 weights. Without them the model gave the wide shapes' step (ReLU H=2048,
+// shared-memory reads of every warp: a record per slot and batch element of its BB (two planes,
+// 384 bytes a warp, since 1e4778d; 512 before, when the fits below were made), and the held
+// slots' 9 weights. Without them the model gave the wide shapes' step (ReLU H=2048,
 // B = 1..4) 1.07 / 1.33 / 1.54 / 1.80 µs/step of kernel for about 1.69 / 2.33 / 2.68 / 3.29
 // measured (h100/wide_rows/h2048_wide_bb3.csv less the fp32 GEMM above); with them 1.71 / 2.27 /
 // 2.83 / 3.39. The lab's phase runs at a third of its issue rate (bench/persistent/NOTES.md,
@@ -503,7 +504,7 @@ std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, std::int6
                                                   2 * 5 * persistent::kUnitsPerRecord * bb);
   const double warps = static_cast<double>(t.warp_rows_threads) / 32.0;
   const double warps_per_scheduler = std::max(1.0, warps / kSchedulersPerSm);
-  const double shared = warps * static_cast<double>(s.slots() * bb * 512 + s.smem_slots * 9 * 128) /
+  const double shared = warps * static_cast<double>(s.slots() * bb * 384 + s.smem_slots * 9 * 128) /
                         kSharedBytesPerSmPerCycle;
   return {{kWarpRowsFixedCycles, kIssueCycles * instructions * warps_per_scheduler + shared,
            static_cast<double>(batch * records * 16) / kWarpRowsL2BytesPerSmPerCycle, 0.0}};
@@ -511,7 +512,8 @@ std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, std::int6
 
 // The one chunk of a gated warp-rows pass (tiling t): a lane issues, per batch element of its
 // BB, 9·kRec FMAs and kRec shared-memory loads, and about 4 instructions per entry of its
-// reduce-scatter; every warp reads its records from shared memory (BB·kRec·512 bytes a warp), in
+// reduce-scatter; every warp reads its records from shared memory (BB·kRec·384 bytes a warp in
+// the forward, whose records are two planes since 1e4778d; 512 in the backward), in
 // series with the issue as in the vanilla warp rows (the larger of the two gave the steps' growth
 // with BB half of what it is: kGatedWarpRowsFixedCycles above); the CTA reads each record from
 // L2 once: records of h (forward), NG times as many of dQ (backward).
@@ -524,7 +526,8 @@ std::vector<ChunkCycles> gated_warp_rows_chunks(const persistent::Tiling& t, boo
   const std::int64_t padded = sums <= 4 ? 4 : sums <= 8 ? 8 : 16;
   const double instructions = static_cast<double>(10 * rec * bb + 4 * padded);
   const double warps = static_cast<double>(t.gated_warp_rows_threads) / 32.0;
-  const double shared = warps * static_cast<double>(bb * rec * 512) / kSharedBytesPerSmPerCycle;
+  const double shared =
+      warps * static_cast<double>(bb * rec * (forward ? 384 : 512)) / kSharedBytesPerSmPerCycle;
   const std::int64_t l2_records = forward ? records : s.gates * records;
   return {{forward ? kGatedWarpRowsFixedCycles : kGatedWarpRowsBackwardFixedCycles,
            kIssueCycles * instructions * std::max(1.0, warps / kSchedulersPerSm) + shared,
