@@ -48,10 +48,10 @@
 // On chip:  the weights in registers (staged through shared memory first, but for kInput:
 //           stage_weights below); shared memory: the held weights [W][kSmem][9][32] fp32 (the
 //           CTA's, shared by its batch groups), then [2 (step parity)][G][BB][kRec + kSmem][32]
-//           records (warp_rows_smem_bytes in tiling.h; each group's as two planes, float2 {x, y}
-//           then float z, the tag left out: 3 wavefronts a warp's read, not 4), then, projecting, [W][3][nch][32] float4 of
-//           W_ih and [2 (step parity)][G][BB][nch][32] float4 of x, nch = ceil(I / 128)
-//           (warp_rows_input_smem_bytes).
+//           records (warp_rows_smem_bytes in tiling.h; each group's as two planes, float2
+//           {x, y} then float z, the tag left out, but for the wide shapes at BB = 3: kPlanes),
+//           then, projecting, [W][3][nch][32] float4 of W_ih and [2 (step parity)][G][BB][nch][32]
+//           float4 of x, nch = ceil(I / 128) (warp_rows_input_smem_bytes).
 // Sync:     none besides the tagged records. Two buffers suffice: a warp publishes its record of
 //           step s for batch element b only after reading all of b's records of step s−1, whose
 //           producers published them only after reading all of b's records of step s−2.
@@ -134,6 +134,24 @@ __device__ __forceinline__ void stage_weights(const Params& p, float* s, int uni
   __syncthreads();
 }
 
+// A step's record `at` from a batch group's share of kCount records: two planes, {x, y} at
+// float2 `at` and z at float `at` past the kCount float2s (kPlanes), or float4s (the tag unused).
+template <bool kPlanes, int kCount>
+__device__ __forceinline__ void read_share(const float4* share, int at, float (&hv)[kR3]) {
+  if constexpr (kPlanes) {
+    const float2* const xy = reinterpret_cast<const float2*>(share);
+    const float2 r = xy[at];
+    hv[0] = r.x;
+    hv[1] = r.y;
+    hv[2] = reinterpret_cast<const float*>(xy + kCount)[at];
+  } else {
+    const float4 r = share[at];
+    hv[0] = r.x;
+    hv[1] = r.y;
+    hv[2] = r.z;
+  }
+}
+
 template <int kRec, int kSmem, int BB, int kMaxThreads, int kOwn, Activation A, bool kLengths,
           Pass P, bool kInput>
 __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params p) {
@@ -144,6 +162,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
   // to scatter) and BB = 3 (a padded fourth group, and spills at 168 registers: 12-18 % slower)
   // keep the butterfly of every sum, lane i finishing batch element i.
   constexpr bool kScatter = BB == 2 || BB == 4;
+  // The step's records through shared memory as two planes, {x, y} and z: a warp's read of a
+  // record is 384 bytes (3 wavefronts), not a float4's 512. H200, µs/step: ReLU f32 H = 1152
+  // B = 4 1.648 / 4.059 → 1.548 / 3.917 forward / forward + backward. Not in the wide shapes at
+  // BB = 3, whose forward it made 4-8 % slower at H = 2048 B = 3 (ReLU 2.607 → 2.821, TF32
+  // GEMMs) with the same registers and no spills (bench/results/h200/ab/record_planes/).
+  constexpr bool kPlanes = !(kSmem > 0 && BB == 3);
   // The first poll of a step as straight-line predicated loads (load_record_if), not a branch
   // per slot: 3-10 % faster forward at H = 1152, B = 1..4 (H100). Not where the wide shapes
   // scatter (their forward 2-6 % slower at 255 registers), nor in the wide backward (5-9 %
@@ -405,20 +429,23 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
           }
         }
       }
-      // The group's records through shared memory (each lane its own column of slots), as two
-      // planes, {x, y} and z (the tag stays out): a warp's read of a record is 384 bytes (3
-      // wavefronts) instead of a float4's 512.
-      float2* const share_xy = reinterpret_cast<float2*>(
-          s_share + (static_cast<std::int64_t>(s & 1) * G + bg) * BB * kSlots * 32);
-      float* const share_z = reinterpret_cast<float*>(share_xy + BB * kSlots * 32);
+      // The group's records through shared memory (each lane its own column of slots; kPlanes
+      // above: as two planes, the tag left out).
+      float4* share = s_share + (static_cast<std::int64_t>(s & 1) * G + bg) * BB * kSlots * 32;
 #pragma unroll
       for (int i = 0; i < BB; ++i)
 #pragma unroll
         for (int m = 0; m < kOwn; ++m)
           if (part + W * m < kSlots) {
-            const int at = (i * kSlots + part + W * m) * 32 + lane;
-            share_xy[at] = make_float2(own[i][m].x, own[i][m].y);
-            share_z[at] = own[i][m].z;
+            if constexpr (kPlanes) {
+              float2* const share_xy = reinterpret_cast<float2*>(share);
+              float* const share_z = reinterpret_cast<float*>(share_xy + BB * kSlots * 32);
+              const int at = (i * kSlots + part + W * m) * 32 + lane;
+              share_xy[at] = make_float2(own[i][m].x, own[i][m].y);
+              share_z[at] = own[i][m].z;
+            } else {
+              share[(i * kSlots + part + W * m) * 32 + lane] = own[i][m];
+            }
           }
       if (project) wait_x();  // this warp's copies of x_{t+1} in, before the group's barrier
       // The barrier also ORs the warps' failures, so that the group leaves together.
@@ -429,8 +456,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
       for (int i = 0; i < BB; ++i)
 #pragma unroll
         for (int j = 0; j < kRec; ++j) {
-          const float2 r = share_xy[(i * kSlots + j) * 32 + lane];
-          const float hv[kR3] = {r.x, r.y, share_z[(i * kSlots + j) * 32 + lane]};
+          float hv[kR3];
+          read_share<kPlanes, BB * kSlots * 32>(share, (i * kSlots + j) * 32 + lane, hv);
 #pragma unroll
           for (int c = 0; c < kR3; ++c)
 #pragma unroll
@@ -446,8 +473,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
         for (int e = 0; e < kR3 * kR3; ++e) ws[e] = held[(j * kR3 * kR3 + e) * 32];
 #pragma unroll
         for (int i = 0; i < BB; ++i) {
-          const float2 r = share_xy[(i * kSlots + kRec + j) * 32 + lane];
-          const float hv[kR3] = {r.x, r.y, share_z[(i * kSlots + kRec + j) * 32 + lane]};
+          float hv[kR3];
+          read_share<kPlanes, BB * kSlots * 32>(share, (i * kSlots + kRec + j) * 32 + lane, hv);
 #pragma unroll
           for (int c = 0; c < kR3; ++c)
 #pragma unroll
