@@ -488,7 +488,7 @@ std::vector<ChunkCycles> fma_chunks(const persistent::Tiling& t, bool forward, s
 // 5 shuffles and adds per sum (3 per batch element); the CTA reads each record of the step once
 // (B·records·16 bytes; a batch group's warps share them). Then, in series with the issue, the
 // shared-memory reads of every warp: a record per slot and batch element of its BB (two planes,
-// 384 bytes a warp, since 1e4778d, but for the wide shapes at BB = 3; 512 before, when the fits
+// 384 bytes a warp, since 1e4778d, where warp_rows_record_planes says; 512 before, when the fits
 // below were made), and the held slots' 9 weights. Without them the model gave the wide shapes'
 // step (ReLU H=2048, B = 1..4) 1.07 / 1.33 / 1.54 / 1.80 µs/step of kernel for about
 // 1.69 / 2.33 / 2.68 / 3.29 measured (h100/wide_rows/h2048_wide_bb3.csv less the fp32 GEMM
@@ -496,15 +496,19 @@ std::vector<ChunkCycles> fma_chunks(const persistent::Tiling& t, bool forward, s
 // (bench/persistent/NOTES.md, "Warp rows past H = 1152"), and a diagnostic without 21 of 22 record
 // reads was only 0.35 µs faster at B = 4: so this term is the phase's measured cost per slot and
 // batch element, written as the reads' bandwidth, not a finding that the reads alone take it.
-std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, std::int64_t records,
-                                          std::int64_t batch) {
+std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, bool forward,
+                                          std::int64_t records, std::int64_t batch) {
   const persistent::WarpRowsShape& s = persistent::kWarpRowsShapes[t.warp_rows];
   const std::int64_t bb = s.batch_per_warp;
   const double instructions = static_cast<double>(9 * s.slots() * bb + 9 * s.smem_slots +
                                                   2 * 5 * persistent::kUnitsPerRecord * bb);
   const double warps = static_cast<double>(t.warp_rows_threads) / 32.0;
   const double warps_per_scheduler = std::max(1.0, warps / kSchedulersPerSm);
-  const std::int64_t record_bytes = s.smem_slots > 0 && bb == 3 ? 512 : 384;  // kPlanes
+  const std::int64_t record_bytes =
+      persistent::warp_rows_record_planes(s.records_per_lane, s.smem_slots, s.batch_per_warp,
+                                          s.max_threads, forward)
+          ? 384
+          : 512;
   const double shared =
       warps * static_cast<double>(s.slots() * bb * record_bytes + s.smem_slots * 9 * 128) /
       kSharedBytesPerSmPerCycle;
@@ -601,9 +605,10 @@ void predict_passes(PersistentPlan& p, const persistent::Tiling& t, std::int64_t
                          cycles_per_us);
         break;
       case persistent::PassKernel::WarpRows:
-        cost = pass_cost(name, batch,
-                         warp_rows_chunks(t, ceil_div(hidden, persistent::kUnitsPerRecord), batch),
-                         cycles_per_us);
+        cost = pass_cost(
+            name, batch,
+            warp_rows_chunks(t, forward, ceil_div(hidden, persistent::kUnitsPerRecord), batch),
+            cycles_per_us);
         break;
       case persistent::PassKernel::TensorCores: {
         const persistent::TensorCoreShape& s = persistent::kTensorCoreShapes[t.tensor_core];

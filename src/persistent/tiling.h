@@ -221,6 +221,16 @@ inline constexpr WarpRowsShape kWarpRowsShapes[] = {
 };
 inline constexpr int kWarpRowsShapeCount =
     static_cast<int>(sizeof(kWarpRowsShapes) / sizeof(kWarpRowsShapes[0]));
+// Whether the warp-rows kernel passes a step's records through shared memory as two planes, {x, y}
+// and z (384 bytes a warp's read of a record), or as float4s (512), by shape and pass: the planes
+// but where an H200 A/B measured float4s faster (warp_rows_kernel.cuh, kPlanes, says where).
+constexpr bool warp_rows_record_planes(int records_per_lane, int smem_slots, int batch_per_warp,
+                                       int max_threads, bool forward) {
+  return !(smem_slots > 0 && batch_per_warp == 3) &&
+         !(smem_slots > 0 && batch_per_warp == 4 && !forward) &&
+         !(smem_slots == 0 && batch_per_warp == 1 && records_per_lane == 12 && max_threads <= 256 &&
+           !forward);
+}
 // The wide shapes' limits, from the table: one batch group of at most their largest BB, and
 // H ≤ 96·slots (2112 at 22 slots; they need W ≥ ceil(slots / own_slots) = 6 record warps).
 constexpr int warp_rows_wide_max_batch() {

@@ -164,10 +164,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
   constexpr bool kScatter = BB == 2 || BB == 4;
   // The step's records through shared memory as two planes, {x, y} and z: a warp's read of a
   // record is 384 bytes (3 wavefronts), not a float4's 512. H200, µs/step: ReLU f32 H = 1152
-  // B = 4 1.648 / 4.059 → 1.548 / 3.917 forward / forward + backward. Not in the wide shapes at
-  // BB = 3, whose forward it made 4-8 % slower at H = 2048 B = 3 (ReLU 2.607 → 2.821, TF32
-  // GEMMs) with the same registers and no spills (bench/results/h200/ab/record_planes/).
-  constexpr bool kPlanes = !(kSmem > 0 && BB == 3);
+  // B = 4 1.648 / 4.059 → 1.548 / 3.917 forward / forward + backward. Not where the same A/B
+  // measured float4s faster (bench/results/h200/ab/record_planes/, two runs, every activation and
+  // weight type): the wide shapes at BB = 3 (H = 2048 B = 3 forward 4-8 %, ReLU 2.607 → 2.821
+  // with TF32 GEMMs, the same registers and no spills), the wide backward at BB = 4 (H = 2048
+  // B = 4, 0.05-0.14 µs/step), and the backward of the kRec = 12 shapes at BB = 1 of at most 256
+  // threads (H = 1152 B = 1, 2: 0.03-0.07 µs/step).
+  constexpr bool kPlanes = warp_rows_record_planes(kRec, kSmem, BB, kMaxThreads, kFwd);
   // The first poll of a step as straight-line predicated loads (load_record_if), not a branch
   // per slot: 3-10 % faster forward at H = 1152, B = 1..4 (H100). Not where the wide shapes
   // scatter (their forward 2-6 % slower at 255 registers), nor in the wide backward (5-9 %

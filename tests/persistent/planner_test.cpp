@@ -744,7 +744,9 @@ TEST(Planner, PredictionTracksCommittedMeasurements) {
   const Measured measured[] = {
       // The tree's warp-rows kernels since the records go through shared memory as two planes
       // (1e4778d; h200/ab/record_planes/a_medians.txt, fp32 GEMMs: the `vp` tree's vanilla rows,
-      // the `gp` tree's gated rows, medians of 3 runs).
+      // the `gp` tree's gated rows, medians of 3 runs). The backward of ReLU H = 1152 B = 1, 2 and
+      // H = 2048 B = 4 has since gone back to float4s (warp_rows_record_planes), 0.03-0.14
+      // µs/step faster there.
       {Cell::ReLU, 1152, 1, DType::F32, 1.092, 2.595, "ab/record_planes, relu f32 H=1152 B=1"},
       {Cell::ReLU, 1152, 2, DType::F32, 1.247, 3.062, "ab/record_planes, relu f32 H=1152 B=2"},
       {Cell::ReLU, 1152, 3, DType::F32, 1.412, 3.534, "ab/record_planes, relu f32 H=1152 B=3"},
