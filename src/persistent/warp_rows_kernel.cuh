@@ -49,7 +49,7 @@
 //           stage_weights below); shared memory: the held weights [W][kSmem][9][32] fp32 (the
 //           CTA's, shared by its batch groups), then [2 (step parity)][G][BB][kRec + kSmem][32]
 //           records (warp_rows_smem_bytes in tiling.h; each group's as two planes, float2
-//           {x, y} then float z, the tag left out, or as float4s where kPlanes says so),
+//           {x, y} then float z, the tag left out; float4s where kPlanes is false),
 //           then, projecting, [W][3][nch][32] float4 of W_ih and [2 (step parity)][G][BB][nch][32]
 //           float4 of x, nch = ceil(I / 128) (warp_rows_input_smem_bytes).
 // Sync:     none besides the tagged records. Two buffers suffice: a warp publishes its record of
