@@ -221,20 +221,15 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
           }
         }
       }
-      // The step's records in shared memory as two planes, {x, y} and z (the tag stays out):
-      // a warp's read of a record is 384 bytes (3 wavefronts) instead of a float4's 512.
-      float2* const share_xy =
-          reinterpret_cast<float2*>(s_share + static_cast<std::int64_t>(s & 1) * BB * kRec * 32);
-      float* const share_z = reinterpret_cast<float*>(share_xy + BB * kRec * 32);
+      // The step's records in shared memory as two planes (RecordPlanes).
+      const RecordPlanes share(s_share + static_cast<std::int64_t>(s & 1) * BB * kRec * 32,
+                               BB * kRec * 32);
 #pragma unroll
       for (int i = 0; i < BB; ++i)
 #pragma unroll
         for (int m = 0; m < kOwn; ++m)
-          if (warp + nwarps * m < kRec) {
-            const int at = (i * kRec + warp + nwarps * m) * 32 + lane;
-            share_xy[at] = make_float2(own[i][m].x, own[i][m].y);
-            share_z[at] = own[i][m].z;
-          }
+          if (warp + nwarps * m < kRec)
+            share.put((i * kRec + warp + nwarps * m) * 32 + lane, own[i][m]);
       // Barrier 1 ORs the warps' failures, so that the CTA leaves together.
       if (barrier_any(1, 32 * nwarps, failed)) break;
       // Per sum, the terms in (record, column) order, then the reduce-scatter.
@@ -245,8 +240,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       for (int i = 0; i < BB; ++i)
 #pragma unroll
         for (int j = 0; j < kRec; ++j) {
-          const float2 xy = share_xy[(i * kRec + j) * 32 + lane];
-          const float hv[kR3] = {xy.x, xy.y, share_z[(i * kRec + j) * 32 + lane]};
+          float hv[kR3];
+          share.get((i * kRec + j) * 32 + lane, hv);
 #pragma unroll
           for (int c = 0; c < kR3; ++c)
 #pragma unroll

@@ -62,6 +62,26 @@ __device__ __forceinline__ bool tagged(const float4& r, unsigned tag) {
   return __float_as_uint(r.w) == tag;
 }
 
+// A step's records in shared memory as two planes of `count` records, {x, y} (float2) then z
+// (float), the tag left out (only the poll needs it): a warp's read of a record is 384 bytes
+// (3 wavefronts), not a float4's 512. `base` is the step's share, sized for `count` float4s.
+struct RecordPlanes {
+  float2* xy;
+  float* z;
+  __device__ __forceinline__ RecordPlanes(float4* base, int count)
+      : xy(reinterpret_cast<float2*>(base)), z(reinterpret_cast<float*>(xy + count)) {}
+  __device__ __forceinline__ void put(int at, const float4& v) const {
+    xy[at] = make_float2(v.x, v.y);
+    z[at] = v.z;
+  }
+  __device__ __forceinline__ void get(int at, float (&v)[kR3]) const {
+    const float2 r = xy[at];
+    v[0] = r.x;
+    v[1] = r.y;
+    v[2] = z[at];
+  }
+};
+
 // Two weights as 16-bit values in one register (lo in the low half) and back to fp32. The
 // weights come from 16-bit tensors, so the round trip is exact.
 template <DType WS>

@@ -134,16 +134,12 @@ __device__ __forceinline__ void stage_weights(const Params& p, float* s, int uni
   __syncthreads();
 }
 
-// A step's record `at` from a batch group's share of kCount records: two planes, {x, y} at
-// float2 `at` and z at float `at` past the kCount float2s (kPlanes), or float4s (the tag unused).
-template <bool kPlanes, int kCount>
-__device__ __forceinline__ void read_share(const float4* share, int at, float (&hv)[kR3]) {
+// Record `at` of a batch group's step share of `count` records: two planes (RecordPlanes) or,
+// kPlanes false, float4s (the tag unused).
+template <bool kPlanes>
+__device__ __forceinline__ void read_share(float4* share, int count, int at, float (&hv)[kR3]) {
   if constexpr (kPlanes) {
-    const float2* const xy = reinterpret_cast<const float2*>(share);
-    const float2 r = xy[at];
-    hv[0] = r.x;
-    hv[1] = r.y;
-    hv[2] = reinterpret_cast<const float*>(xy + kCount)[at];
+    RecordPlanes(share, count).get(at, hv);
   } else {
     const float4 r = share[at];
     hv[0] = r.x;
@@ -433,7 +429,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
         }
       }
       // The group's records through shared memory (each lane its own column of slots; kPlanes
-      // above: as two planes, the tag left out).
+      // above: as two planes, RecordPlanes).
       float4* share = s_share + (static_cast<std::int64_t>(s & 1) * G + bg) * BB * kSlots * 32;
 #pragma unroll
       for (int i = 0; i < BB; ++i)
@@ -441,11 +437,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
         for (int m = 0; m < kOwn; ++m)
           if (part + W * m < kSlots) {
             if constexpr (kPlanes) {
-              float2* const share_xy = reinterpret_cast<float2*>(share);
-              float* const share_z = reinterpret_cast<float*>(share_xy + BB * kSlots * 32);
-              const int at = (i * kSlots + part + W * m) * 32 + lane;
-              share_xy[at] = make_float2(own[i][m].x, own[i][m].y);
-              share_z[at] = own[i][m].z;
+              RecordPlanes(share, BB * kSlots * 32)
+                  .put((i * kSlots + part + W * m) * 32 + lane, own[i][m]);
             } else {
               share[(i * kSlots + part + W * m) * 32 + lane] = own[i][m];
             }
@@ -460,7 +453,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
 #pragma unroll
         for (int j = 0; j < kRec; ++j) {
           float hv[kR3];
-          read_share<kPlanes, BB * kSlots * 32>(share, (i * kSlots + j) * 32 + lane, hv);
+          read_share<kPlanes>(share, BB * kSlots * 32, (i * kSlots + j) * 32 + lane, hv);
 #pragma unroll
           for (int c = 0; c < kR3; ++c)
 #pragma unroll
@@ -477,7 +470,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
 #pragma unroll
         for (int i = 0; i < BB; ++i) {
           float hv[kR3];
-          read_share<kPlanes, BB * kSlots * 32>(share, (i * kSlots + kRec + j) * 32 + lane, hv);
+          read_share<kPlanes>(share, BB * kSlots * 32, (i * kSlots + kRec + j) * 32 + lane, hv);
 #pragma unroll
           for (int c = 0; c < kR3; ++c)
 #pragma unroll
