@@ -294,7 +294,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 //           cell's backward, the NG records gathered into lane 3i and published, then the
 //           unit's stores (kernel_common.cuh).
 // On chip:  the weights in registers; shared memory [2 (step parity)][BB][NG][kRec][32] records
-//           (192 KiB for LSTM at BB = 4) and [Wr][NG − 1][3·BB] sums.
+//           (192 KiB for LSTM at BB = 4; kPlanes, LSTM at BB = 2: as two planes, {x, y} then
+//           float z, RecordPlanes) and [Wr][NG − 1][3·BB] sums.
 // Sync:     as the forward (records of step s go out only after the CTA read all of step s−1).
 // Limits:   ceil(H/3) ≤ 32·kRec; B ≤ BB; ceil(NG·kRec / (Wr·NG)) ≤ kOwn;
 //           sequence lengths checked at run time; every wait bounded by timeout_ns (then
@@ -314,10 +315,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   constexpr int kSpread = 32 / kP;
   constexpr int kSlots = NG * kRec;  // record slots per batch element (gate-major)
   static_assert(kSums <= 32, "one lane per unit and batch element");
+  // The step's records in shared memory as two planes (RecordPlanes) where an H200 A/B measured
+  // them faster, else float4s (gated_warp_rows_backward_record_planes, tiling.h).
+  constexpr bool kPlanes = gated_warp_rows_backward_record_planes(NG, BB);
   __shared__ unsigned s_epoch;
   __shared__ int s_abort;
   __shared__ float s_sums[kGatedWarpRowsMaxRecordWarps][NG - 1][kSums];
-  extern __shared__ float4 s_share[];  // [2][BB][NG][kRec][32]
+  extern __shared__ float4 s_share[];  // [2][BB][NG][kRec][32] float4s, or as much as two planes
 
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int H = p.hidden, B = p.batch, K = (H + kR3 - 1) / kR3, KQ = NG * K;
@@ -410,7 +414,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 #pragma unroll
           for (int m = 0; m < kOwn; ++m)
             if (warp + nwarps * m < kSlots)
-              share[((i0 + i) * kSlots + warp + nwarps * m) * 32 + lane] = own[i][m];
+              write_share<kPlanes>(share, BB * kSlots * 32,
+                                   ((i0 + i) * kSlots + warp + nwarps * m) * 32 + lane, own[i][m]);
       }
       if (barrier_any(1, 32 * nwarps, failed)) break;
       // Per sum, the terms in (record, column) order over this warp's gate, then the
@@ -422,8 +427,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       for (int i = 0; i < BB; ++i)
 #pragma unroll
         for (int j = 0; j < kRec; ++j) {
-          const float4 rec = share[(i * kSlots + gate * kRec + j) * 32 + lane];
-          const float dq[kR3] = {rec.x, rec.y, rec.z};
+          float dq[kR3];
+          read_share<kPlanes>(share, BB * kSlots * 32, (i * kSlots + gate * kRec + j) * 32 + lane,
+                              dq);
 #pragma unroll
           for (int c = 0; c < kR3; ++c)
 #pragma unroll

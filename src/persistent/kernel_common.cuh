@@ -81,6 +81,27 @@ struct RecordPlanes {
     v[2] = z[at];
   }
 };
+// Record `at` of a step's share of `count` records, written and read as two planes
+// (RecordPlanes) or, kPlanes false, as float4s (the tag unused).
+template <bool kPlanes>
+__device__ __forceinline__ void write_share(float4* share, int count, int at, const float4& v) {
+  if constexpr (kPlanes) {
+    RecordPlanes(share, count).put(at, v);
+  } else {
+    share[at] = v;
+  }
+}
+template <bool kPlanes>
+__device__ __forceinline__ void read_share(float4* share, int count, int at, float (&v)[kR3]) {
+  if constexpr (kPlanes) {
+    RecordPlanes(share, count).get(at, v);
+  } else {
+    const float4 r = share[at];
+    v[0] = r.x;
+    v[1] = r.y;
+    v[2] = r.z;
+  }
+}
 
 // Two weights as 16-bit values in one register (lo in the low half) and back to fp32. The
 // weights come from 16-bit tensors, so the round trip is exact.

@@ -519,7 +519,8 @@ std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, bool forw
 // The one chunk of a gated warp-rows pass (tiling t): a lane issues, per batch element of its
 // BB, 9·kRec FMAs and kRec shared-memory loads, and about 4 instructions per entry of its
 // reduce-scatter; every warp reads its records from shared memory (BB·kRec·384 bytes a warp in
-// the forward, whose records are two planes since 1e4778d; 512 in the backward), in
+// the forward, whose records are two planes since 1e4778d; in the backward 384 where
+// gated_warp_rows_backward_record_planes says, else 512), in
 // series with the issue as in the vanilla warp rows (the larger of the two gave the steps' growth
 // with BB half of what it is: kGatedWarpRowsFixedCycles above); the CTA reads each record from
 // L2 once: records of h (forward), NG times as many of dQ (backward).
@@ -532,8 +533,12 @@ std::vector<ChunkCycles> gated_warp_rows_chunks(const persistent::Tiling& t, boo
   const std::int64_t padded = sums <= 4 ? 4 : sums <= 8 ? 8 : 16;
   const double instructions = static_cast<double>(10 * rec * bb + 4 * padded);
   const double warps = static_cast<double>(t.gated_warp_rows_threads) / 32.0;
+  const std::int64_t record_bytes =
+      forward || persistent::gated_warp_rows_backward_record_planes(s.gates, s.batch_per_warp)
+          ? 384
+          : 512;
   const double shared =
-      warps * static_cast<double>(bb * rec * (forward ? 384 : 512)) / kSharedBytesPerSmPerCycle;
+      warps * static_cast<double>(bb * rec * record_bytes) / kSharedBytesPerSmPerCycle;
   const std::int64_t l2_records = forward ? records : s.gates * records;
   return {{forward ? kGatedWarpRowsFixedCycles : kGatedWarpRowsBackwardFixedCycles,
            kIssueCycles * instructions * std::max(1.0, warps / kSchedulersPerSm) + shared,

@@ -331,6 +331,14 @@ inline constexpr GatedWarpRowsShape kGatedWarpRowsShapes[] = {
 };
 inline constexpr int kGatedWarpRowsShapeCount =
     static_cast<int>(sizeof(kGatedWarpRowsShapes) / sizeof(kGatedWarpRowsShapes[0]));
+// Whether the gated warp-rows backward passes a step's records through shared memory as two
+// planes, as the forward always does (384 bytes a warp's read of a record), or as float4s (512):
+// an H200 A/B (bench/results/h200/ab/gated_backward_planes/) measured the planes 3-7 % faster
+// for LSTM at BB = 2, the same for GRU at BB = 2, up to 3 % slower at BB = 1 and 7-35 % slower at
+// BB = 4.
+constexpr bool gated_warp_rows_backward_record_planes(int gates, int batch_per_warp) {
+  return gates == 4 && batch_per_warp == 2;
+}
 // Its dynamic shared memory: the step's records by step parity, forward [2][BB][kRec][32]
 // float4, backward [2][BB][NG][kRec][32] (192 KiB for LSTM at BB = 4).
 constexpr std::size_t gated_warp_rows_smem_bytes(const GatedWarpRowsShape& s, bool backward) {

@@ -134,20 +134,6 @@ __device__ __forceinline__ void stage_weights(const Params& p, float* s, int uni
   __syncthreads();
 }
 
-// Record `at` of a batch group's step share of `count` records: two planes (RecordPlanes) or,
-// kPlanes false, float4s (the tag unused).
-template <bool kPlanes>
-__device__ __forceinline__ void read_share(float4* share, int count, int at, float (&hv)[kR3]) {
-  if constexpr (kPlanes) {
-    RecordPlanes(share, count).get(at, hv);
-  } else {
-    const float4 r = share[at];
-    hv[0] = r.x;
-    hv[1] = r.y;
-    hv[2] = r.z;
-  }
-}
-
 template <int kRec, int kSmem, int BB, int kMaxThreads, int kOwn, Activation A, bool kLengths,
           Pass P, bool kInput>
 __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params p) {
@@ -436,12 +422,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) warp_rows_kernel(const Params 
 #pragma unroll
         for (int m = 0; m < kOwn; ++m)
           if (part + W * m < kSlots) {
-            if constexpr (kPlanes) {
-              RecordPlanes(share, BB * kSlots * 32)
-                  .put((i * kSlots + part + W * m) * 32 + lane, own[i][m]);
-            } else {
-              share[(i * kSlots + part + W * m) * 32 + lane] = own[i][m];
-            }
+            write_share<kPlanes>(share, BB * kSlots * 32, (i * kSlots + part + W * m) * 32 + lane,
+                                 own[i][m]);
           }
       if (project) wait_x();  // this warp's copies of x_{t+1} in, before the group's barrier
       // The barrier also ORs the warps' failures, so that the group leaves together.

@@ -159,6 +159,14 @@ std::vector<RnnCase> cases() {
   // The 16-bit LSTM at B = 4 and 2 records per SM: both passes on the gated warp rows (not the
   // tensor-core backward of 3 records per SM).
   v.push_back({Cell::LSTM, 33, 4, 16, 700, 1, false, true, DType::BF16});
+  // LSTM at B = 2 (BB = 2), whose gated warp-rows backward passes its records as two planes: 3
+  // records per SM (H = 1024, fp32) and 2 (H = 700, bf16, both directions, lengths).
+  v.push_back({Cell::LSTM, 60, 2, 16, 1024, 1, false, true});
+  {
+    RnnCase q{Cell::LSTM, 45, 2, 8, 700, 1, true, true, DType::BF16};
+    q.lengths = {45, 17};
+    v.push_back(q);
+  }
   // fp32 tensors with TF32 GEMMs over all timesteps: two bidirectional layers (a lower layer's h
   // into the upper one's TF32 input GEMM), and one layer at B = 4.
   for (Cell cell : {Cell::ReLU, Cell::GRU, Cell::LSTM}) {
@@ -319,6 +327,7 @@ std::vector<GpuCase> sanitize_cases() {
   v.push_back({P, small(Cell::LSTM, 4, 1024), "1", "", "", "0"});   // FMA staged, fp32
   v.push_back({P, small(Cell::LSTM, 5, 1152, DType::BF16), "0"});   // FMA staged, packed bf16
   v.push_back({P, small(Cell::LSTM, 4, 1024)});  // gated warp rows, 3 records per CTA
+  v.push_back({P, small(Cell::LSTM, 2, 700)});   // gated warp rows, BB = 2: records as planes
   RnnCase gated = small(Cell::GRU, 3, 515);      // gated warp rows, 2 records, lengths
   gated.lengths = {4, 1, 3};
   v.push_back({P, gated});
