@@ -483,6 +483,12 @@ std::vector<ChunkCycles> fma_chunks(const persistent::Tiling& t, bool forward, s
   return chunks;
 }
 
+// Bytes of one warp's shared-memory read of a step record (32 lanes): two planes, {x, y} and z
+// (kernel_common.cuh, RecordPlanes), or a float4 with its tag.
+constexpr std::int64_t record_read_bytes(bool planes) {
+  return planes ? 32 * 12 : 32 * 16;
+}
+
 // The one chunk of a pass of the warp-rows kernel (tiling t): a lane issues 9 FMAs per slot
 // (kRec + smem_slots) and batch element it holds, 9 shared-memory loads per slot held there, and
 // 5 shuffles and adds per sum (3 per batch element); the CTA reads each record of the step once
@@ -504,11 +510,8 @@ std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, bool forw
                                                   2 * 5 * persistent::kUnitsPerRecord * bb);
   const double warps = static_cast<double>(t.warp_rows_threads) / 32.0;
   const double warps_per_scheduler = std::max(1.0, warps / kSchedulersPerSm);
-  const std::int64_t record_bytes =
-      persistent::warp_rows_record_planes(s.records_per_lane, s.smem_slots, s.batch_per_warp,
-                                          s.max_threads, forward)
-          ? 384
-          : 512;
+  const std::int64_t record_bytes = record_read_bytes(persistent::warp_rows_record_planes(
+      s.records_per_lane, s.smem_slots, s.batch_per_warp, s.max_threads, forward));
   const double shared =
       warps * static_cast<double>(s.slots() * bb * record_bytes + s.smem_slots * 9 * 128) /
       kSharedBytesPerSmPerCycle;
@@ -533,10 +536,8 @@ std::vector<ChunkCycles> gated_warp_rows_chunks(const persistent::Tiling& t, boo
   const std::int64_t padded = sums <= 4 ? 4 : sums <= 8 ? 8 : 16;
   const double instructions = static_cast<double>(10 * rec * bb + 4 * padded);
   const double warps = static_cast<double>(t.gated_warp_rows_threads) / 32.0;
-  const std::int64_t record_bytes =
-      forward || persistent::gated_warp_rows_backward_record_planes(s.gates, s.batch_per_warp)
-          ? 384
-          : 512;
+  const std::int64_t record_bytes = record_read_bytes(
+      forward || persistent::gated_warp_rows_backward_record_planes(s.gates, s.batch_per_warp));
   const double shared =
       warps * static_cast<double>(bb * rec * record_bytes) / kSharedBytesPerSmPerCycle;
   const std::int64_t l2_records = forward ? records : s.gates * records;
