@@ -13,8 +13,9 @@
 // (shuffles, then shared memory), publish the tile's aggregate (and that of every block of 32,
 // 32², ... tiles it closes) as 16-byte records tagged with the launch's epoch, fold the records of
 // everything before the tile (the upper levels: whole blocks before its own block, top level
-// first; then level 0: the tiles before it in its block) into the carry — fixed order, fixed
-// tree: deterministic — then rescan (from registers, or staged, from shared memory) and write
+// first; then level 0: the tiles before it in its block, and with at most 2 channels per warp
+// the block before too, kPreviousBlockLookback) into the carry — fixed order, fixed tree:
+// deterministic — then rescan (from registers, or staged, from shared memory) and write
 // through Op::store. A tile waits
 // only on tiles of lower index, which the hardware dispatches first (the assumption CUB's
 // decoupled lookback makes too), and publishes before it waits, so no co-residency is needed;
@@ -64,7 +65,7 @@ inline constexpr int kTileThreads = 256;
 inline constexpr int kTileWarps = kTileThreads / 32;
 inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
 inline constexpr int kFanout = 1 << kFanoutLog2;  // records a lookback block folds (scan_params.h)
-static_assert(kFanout == 32, "fold_items folds at most 32 records of a level");
+static_assert(kFanout == 32, "fold_items' lane groups: 32 records of a level a round trip");
 
 // The affine map h -> a·h + x. compose(first, then) applies `first`, then `then`.
 struct Pair {
@@ -151,19 +152,20 @@ __device__ __forceinline__ void finish_tile(const ScanParams& p, unsigned epoch,
 template <int W>
 inline constexpr int kChannelsPerWarp = (W + kTileWarps - 1) / kTileWarps;
 
-// Whole CTA: fold records [first, first + n) (n <= 32) of one level, in order, for every channel.
+// Whole CTA: fold records [first, first + n) (n <= kMaxN) of one level, in order, for every
+// channel.
 // Warp v owns channels v, v + 8, ... (K of them); its lanes are K groups of G = 32 / K, group k for
 // its k-th channel, and lane g of a group folds items [g·S, g·S + S) in order (S = ceil(n / G)):
 // every item is loaded at once, so a level costs one round trip to L2. The groups' lanes are then
 // combined by a fixed tree (deterministic for every n). On return every lane of each warp holds
 // the fold of its k-th channel in out[k].
-template <int W>
+template <int W, int kMaxN = kFanout>
 __device__ void fold_items(const ScanParams& p, unsigned epoch, int level,
                            std::int64_t lane_block, std::int64_t first, int n,
                            Pair (&out)[kChannelsPerWarp<W>]) {
   constexpr int K = kChannelsPerWarp<W>;
   constexpr int G = 32 / K;                // lanes per channel
-  constexpr int kMaxItems = (32 + G - 1) / G;  // items per lane at n = 32
+  constexpr int kMaxItems = (kMaxN + G - 1) / G;  // items per lane at n = kMaxN
   static_assert(K == 1 || K == 2 || K == 4, "lane groups of 32, 16 or 8");
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -321,14 +323,14 @@ __device__ __forceinline__ void carry_init(const ScanParams& p, const TileCoords
 // bench/scan/NOTES.md). Warp-level only: no CTA barrier.
 template <int W>
 __device__ __forceinline__ void lookback_upper(const ScanParams& p, unsigned epoch,
-                                               const TileCoords& tc,
+                                               const TileCoords& tc, bool skip_last_block,
                                                float (&carry)[kChannelsPerWarp<W>]) {
   constexpr int K = kChannelsPerWarp<W>;
   Pair folded[K];
   for (int level = p.levels - 1; level >= 1; --level) {
     const std::int64_t at = tc.j >> (kFanoutLog2 * level);
     const std::int64_t first = (at >> kFanoutLog2) << kFanoutLog2;
-    const int n = static_cast<int>(at - first);
+    const int n = static_cast<int>(at - first) - (level == 1 && skip_last_block ? 1 : 0);
     if (n == 0) continue;
     fold_items<W>(p, epoch, level, tc.lane_block, first, n, folded);
 #pragma unroll
@@ -336,13 +338,22 @@ __device__ __forceinline__ void lookback_upper(const ScanParams& p, unsigned epo
   }
 }
 
+// Whether a tile of W channels folds the block before its own from level-0 records (tile_prefix's
+// PreviousBlock): where a warp holds at most 2 channels, so 64 records fit a level-0 fold (C <= 16
+// scalar, C <= 32 in vectors); not the staged 16-bit form (tile_scan_staged). Measured on an
+// H200 (bench/scan/NOTES.md), batch 1, C = 4..32: forward fp32 +1-5 %, backward +2-4 %; the
+// staged 16-bit forward lost 4-6 % at C = 32.
+template <int W>
+inline constexpr bool kPreviousBlockLookback = kChannelsPerWarp<W> <= 2;
+
 // Steps 2–3 of a tile, shared by every tile-scan kernel: from each thread's fold inc[V] over its
 // R steps, compute the state entering the thread's first step. Scans the folds across rows
 // (shuffles within a warp, shared memory across warps), publishes the tile's aggregate (and that
 // of every block of 32, 32², ... tiles it closes), folds the level-0 records of the tiles before
 // it in its block into `carry` (init(b, c) on entry, carried through the upper levels first) and
-// applies the carry. Contains two __syncthreads(); every thread of the CTA must call it.
-template <int V, int TPR>
+// applies the carry. PreviousBlock: the block before the tile's own is folded from its level-0
+// records (below). Contains two __syncthreads(); every thread of the CTA must call it.
+template <int V, int TPR, bool PreviousBlock = false>
 __device__ __forceinline__ void tile_prefix(const ScanParams& p, unsigned epoch,
                                             const TileCoords& tc, Pair (&inc)[V],
                                             float (&carry)[kChannelsPerWarp<V * TPR>],
@@ -402,13 +413,19 @@ __device__ __forceinline__ void tile_prefix(const ScanParams& p, unsigned epoch,
       }
     }
   }
-  lookback_upper<W>(p, epoch, tc, carry);
+  // PreviousBlock: the block before this tile's own (when both are in one block of the level
+  // above) is folded from its 32 level-0 records, with the tiles before this one in its block, not
+  // from its level-1 record, which waits on the block's last tile folding those same records.
+  static_assert(!PreviousBlock || K <= 2, "64 level-0 records: at most 2 channels per warp");
+  const bool previous_block = PreviousBlock && ((tc.j >> kFanoutLog2) & (kFanout - 1)) != 0;
+  lookback_upper<W>(p, epoch, tc, previous_block, carry);
   // Level 0 (the tiles before this one in its block) folded on its own, not as the last turn of
   // the levels' loop: its level is then a constant, and the one loop measured 5–6 % slower
   // forward at C = 1024 and B = 8 (lab run 7, bench/scan/NOTES.md).
-  const int n = static_cast<int>(tc.j & (kFanout - 1));
+  const int n = static_cast<int>(tc.j & (kFanout - 1)) + (previous_block ? kFanout : 0);
   if (n > 0) {
-    fold_items<W>(p, epoch, 0, tc.lane_block, tc.j - n, n, folded);
+    fold_items<W, PreviousBlock ? 2 * kFanout : kFanout>(p, epoch, 0, tc.lane_block, tc.j - n, n,
+                                                         folded);
 #pragma unroll
     for (int kk = 0; kk < K; ++kk) carry[kk] = fmaf(folded[kk].a, carry[kk], folded[kk].x);
   }
@@ -570,7 +587,8 @@ __device__ __forceinline__ void tile_scan_staged(const ScanParams& p,
     }
   }
   float state[V];
-  tile_prefix<V, TPR>(p, epoch, tc, inc, carry, state);
+  constexpr bool kPreviousBlock = kPreviousBlockLookback<V * TPR> && Op::kElemBytes == 4;
+  tile_prefix<V, TPR, kPreviousBlock>(p, epoch, tc, inc, carry, state);
 
   // 4. Rescan from shared memory and write.
   if (ln.ok) {
@@ -662,7 +680,7 @@ __device__ __forceinline__ void tile_scan_registers(const ScanParams& p,
     for (int r = 0; r < R; ++r) inc[i] = compose(inc[i], Pair{coef[r][i], in[r][i]});
   }
   float state[V];
-  tile_prefix<V, TPR>(p, epoch, tc, inc, carry, state);
+  tile_prefix<V, TPR, kPreviousBlockLookback<V * TPR>>(p, epoch, tc, inc, carry, state);
 
   // 4. Rescan from registers and write.
   if (ln.ok) {
