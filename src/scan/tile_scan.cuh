@@ -13,8 +13,8 @@
 // (shuffles, then shared memory), publish the tile's aggregate (and that of every block of 32,
 // 32², ... tiles it closes) as 16-byte records tagged with the launch's epoch, fold the records of
 // everything before the tile (the upper levels: whole blocks before its own block, top level
-// first; then level 0: the tiles before it in its block, and with at most 2 channels per warp
-// the block before too, kPreviousBlockLookback) into the carry — fixed order, fixed tree:
+// first; then level 0: the tiles before it in its block, and where kPreviousBlockLookback says
+// so the block before too) into the carry — fixed order, fixed tree:
 // deterministic — then rescan (from registers, or staged, from shared memory) and write
 // through Op::store. A tile waits
 // only on tiles of lower index, which the hardware dispatches first (the assumption CUB's
@@ -338,13 +338,14 @@ __device__ __forceinline__ void lookback_upper(const ScanParams& p, unsigned epo
   }
 }
 
-// Whether a tile of W channels folds the block before its own from level-0 records (tile_prefix's
-// PreviousBlock): where a warp holds at most 2 channels, so 64 records fit a level-0 fold (C <= 16
-// scalar, C <= 32 in vectors); not the staged 16-bit form (tile_scan_staged). Measured on an
-// H200 (bench/scan/NOTES.md), batch 1, C = 4..32: forward fp32 +1-5 %, backward +2-4 %; the
-// staged 16-bit forward lost 4-6 % at C = 32.
-template <int W>
-inline constexpr bool kPreviousBlockLookback = kChannelsPerWarp<W> <= 2;
+// Whether a tile of V-channel vectors, TPR to a row, folds the block before its own from level-0
+// records (tile_prefix's PreviousBlock): in vectors where a warp holds at most 2 channels, so 64
+// records fit a level-0 fold (C <= 32); not the staged 16-bit form (tile_scan_staged), nor the
+// scalar kernels, which were not measured. Measured on an H200 (bench/scan/NOTES.md), batch 1,
+// C = 4..32: forward fp32 -1 to +5 %, backward -1 to +4 %; the staged 16-bit forward lost 4-6 %
+// at C = 32.
+template <int V, int TPR>
+inline constexpr bool kPreviousBlockLookback = V == 4 && kChannelsPerWarp<V * TPR> <= 2;
 
 // Steps 2–3 of a tile, shared by every tile-scan kernel: from each thread's fold inc[V] over its
 // R steps, compute the state entering the thread's first step. Scans the folds across rows
@@ -587,7 +588,7 @@ __device__ __forceinline__ void tile_scan_staged(const ScanParams& p,
     }
   }
   float state[V];
-  constexpr bool kPreviousBlock = kPreviousBlockLookback<V * TPR> && Op::kElemBytes == 4;
+  constexpr bool kPreviousBlock = kPreviousBlockLookback<V, TPR> && Op::kElemBytes == 4;
   tile_prefix<V, TPR, kPreviousBlock>(p, epoch, tc, inc, carry, state);
 
   // 4. Rescan from shared memory and write.
@@ -680,7 +681,7 @@ __device__ __forceinline__ void tile_scan_registers(const ScanParams& p,
     for (int r = 0; r < R; ++r) inc[i] = compose(inc[i], Pair{coef[r][i], in[r][i]});
   }
   float state[V];
-  tile_prefix<V, TPR, kPreviousBlockLookback<V * TPR>>(p, epoch, tc, inc, carry, state);
+  tile_prefix<V, TPR, kPreviousBlockLookback<V, TPR>>(p, epoch, tc, inc, carry, state);
 
   // 4. Rescan from registers and write.
   if (ln.ok) {
