@@ -14,9 +14,8 @@
 // 32², ... tiles it closes) as 16-byte records tagged with the launch's epoch, fold the records of
 // everything before the tile (the upper levels: whole blocks before its own block, top level
 // first; then level 0: the tiles before it in its block, and where kPreviousBlockLookback says
-// so the block before too) into the carry — fixed order, fixed tree:
-// deterministic — then rescan (from registers, or staged, from shared memory) and write
-// through Op::store. A tile waits
+// so the block before too) into the carry — fixed order, fixed tree: deterministic — then
+// rescan (from registers, or staged, from shared memory) and write through Op::store. A tile waits
 // only on tiles of lower index, which the hardware dispatches first (the assumption CUB's
 // decoupled lookback makes too), and publishes before it waits, so no co-residency is needed;
 // every wait is bounded (timeout_ns), so a broken assumption is a reported timeout, never a
@@ -320,17 +319,18 @@ __device__ __forceinline__ void carry_init(const ScanParams& p, const TileCoords
 // block. Called after the tile's publication: folded before it (while the loads are in flight),
 // a block's record would wait on its tiles, which would wait on the block before it, walking a
 // lane of many blocks block by block (measured: 4x slower at 4 channels, T = 2^22;
-// bench/scan/NOTES.md). Warp-level only: no CTA barrier.
+// bench/scan/NOTES.md). With previous_block, level 1 stops one block short: tile_prefix folds
+// that block from level 0. Warp-level only: no CTA barrier.
 template <int W>
 __device__ __forceinline__ void lookback_upper(const ScanParams& p, unsigned epoch,
-                                               const TileCoords& tc, bool skip_last_block,
+                                               const TileCoords& tc, bool previous_block,
                                                float (&carry)[kChannelsPerWarp<W>]) {
   constexpr int K = kChannelsPerWarp<W>;
   Pair folded[K];
   for (int level = p.levels - 1; level >= 1; --level) {
     const std::int64_t at = tc.j >> (kFanoutLog2 * level);
     const std::int64_t first = (at >> kFanoutLog2) << kFanoutLog2;
-    const int n = static_cast<int>(at - first) - (level == 1 && skip_last_block ? 1 : 0);
+    const int n = static_cast<int>(at - first) - (level == 1 && previous_block ? 1 : 0);
     if (n == 0) continue;
     fold_items<W>(p, epoch, level, tc.lane_block, first, n, folded);
 #pragma unroll
