@@ -340,12 +340,13 @@ __device__ __forceinline__ void lookback_upper(const ScanParams& p, unsigned epo
 
 // Whether a tile of V-channel vectors, TPR to a row, folds the block before its own from level-0
 // records (tile_prefix's PreviousBlock): in vectors where a warp holds at most 2 channels, so 64
-// records fit a level-0 fold (C <= 32); not the staged 16-bit form (tile_scan_staged), nor the
+// records fit a level-0 fold (C <= 32); not in the staged 16-bit form (Staged16), nor in the
 // scalar kernels, which were not measured. Measured on an H200 (bench/scan/NOTES.md), batch 1,
-// C = 4..32: forward fp32 -1 to +5 %, backward -1 to +4 %; the staged 16-bit forward lost 4-6 %
+// C = 4..32: forward fp32 -1 to +5 %, backward -1 to +4 %; the staged 16-bit forward lost 3-6 %
 // at C = 32.
-template <int V, int TPR>
-inline constexpr bool kPreviousBlockLookback = V == 4 && kChannelsPerWarp<V * TPR> <= 2;
+template <int V, int TPR, bool Staged16 = false>
+inline constexpr bool kPreviousBlockLookback =
+    V == 4 && kChannelsPerWarp<V * TPR> <= 2 && !Staged16;
 
 // Steps 2–3 of a tile, shared by every tile-scan kernel: from each thread's fold inc[V] over its
 // R steps, compute the state entering the thread's first step. Scans the folds across rows
@@ -588,8 +589,8 @@ __device__ __forceinline__ void tile_scan_staged(const ScanParams& p,
     }
   }
   float state[V];
-  constexpr bool kPreviousBlock = kPreviousBlockLookback<V, TPR> && Op::kElemBytes == 4;
-  tile_prefix<V, TPR, kPreviousBlock>(p, epoch, tc, inc, carry, state);
+  tile_prefix<V, TPR, kPreviousBlockLookback<V, TPR, Op::kElemBytes == 2>>(p, epoch, tc, inc, carry,
+                                                                           state);
 
   // 4. Rescan from shared memory and write.
   if (ln.ok) {

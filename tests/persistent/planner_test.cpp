@@ -761,10 +761,12 @@ TEST(Planner, PredictionTracksCommittedMeasurements) {
       {Cell::LSTM, 1152, 4, DType::BF16, 3.295, 9.573, "ab/record_planes, lstm bf16 H=1152 B=4"},
       // The LSTM at BB = 2, whose backward records went to two planes as well
       // (h200/ab/gated_backward_planes/b_medians.txt, the `lstm2` tree, medians of 3 runs).
-      {Cell::LSTM, 1152, 2, DType::F32, 2.713, 7.467, "ab/gated_backward_planes, lstm f32 H=1152"},
+      {Cell::LSTM, 1152, 2, DType::F32, 2.713, 7.467,
+       "ab/gated_backward_planes, lstm f32 H=1152 B=2"},
       {Cell::LSTM, 1152, 2, DType::BF16, 2.384, 6.392,
        "ab/gated_backward_planes, lstm bf16 H=1152 B=2"},
-      {Cell::LSTM, 768, 2, DType::BF16, 1.899, 4.544, "ab/gated_backward_planes, lstm bf16 H=768"},
+      {Cell::LSTM, 768, 2, DType::BF16, 1.899, 4.544,
+       "ab/gated_backward_planes, lstm bf16 H=768 B=2"},
       {Cell::LSTM, 1152, 4, DType::F32, 4.040, 12.443, "ab/record_planes, lstm f32 H=1152 B=4"},
       {Cell::GRU, 1152, 1, DType::F32, 1.726, 4.840, "ab/record_planes, gru f32 H=1152 B=1"},
       {Cell::GRU, 1152, 4, DType::F32, 3.931, 10.882, "ab/record_planes, gru f32 H=1152 B=4"},
