@@ -129,7 +129,7 @@ struct ScanOp {
 
 // CTAs per SM a kernel is compiled for (its register budget).
 template <class T, Mode M, int V, int TPR, bool Staged>
-constexpr int kScanMinBlocks = Staged ? kStagedMinBlocks<sizeof(T)> : kMinBlocks<M, V, TPR>;
+constexpr int kScanMinBlocks = Staged ? kStagedMinBlocks<sizeof(T), TPR> : kMinBlocks<M, V, TPR>;
 
 template <class T, Mode M, int V, int TPR, bool Staged>
 __global__ void __launch_bounds__(kTileThreads, (kScanMinBlocks<T, M, V, TPR, Staged>))
@@ -140,30 +140,55 @@ __global__ void __launch_bounds__(kTileThreads, (kScanMinBlocks<T, M, V, TPR, St
 
 // ---- dispatch ----------------------------------------------------------------------------------
 
+struct KernelChoice {
+  const void* kernel = nullptr;
+  int dynamic_smem = 0;
+};
+
+// A staged kernel whose buffer outgrows static shared memory takes it dynamically
+// (kStagedDynamicBytes); the attribute is set at every such launch (these launches have at least
+// staged_min_tiles tiles) so that it holds on whichever device is current.
 template <class T, Mode M, int V, int TPR, bool Staged = false>
-const void* kernel_of() {
-  return reinterpret_cast<const void*>(&parallel_scan_kernel<T, M, V, TPR, Staged>);
+KernelChoice kernel_of() {
+  const void* k = reinterpret_cast<const void*>(&parallel_scan_kernel<T, M, V, TPR, Staged>);
+  int bytes = 0;
+  if constexpr (Staged) {
+    bytes = kStagedDynamicBytes<ScanOp<T, M>, V, TPR, kStepsPerThread<M, V, TPR>>;
+    if (bytes > 0) {
+      PRNN_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      PRNN_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                           cudaSharedmemCarveoutMaxShared));
+    }
+  }
+  return {k, bytes};
 }
 
 // The one dispatch point: runtime (mode, element type, vector width, threads per row, staged)
-// -> kernel. Staged rows (forward, 4-channel vectors): fp32 at one thread per row, 16-bit at 2,
-// 4 or 8 (parallel_tiling says when).
+// -> kernel. Staged rows (forward, 4-channel vectors): fp32 at one or two threads per row, 16-bit
+// at 2, 4 or 8 (parallel_tiling says when).
 template <class T, Mode M>
-const void* select_shape(int vector, int tpr, bool staged) {
+KernelChoice select_shape(int vector, int tpr, bool staged) {
   if (staged) {
-    if constexpr (M == Mode::Forward && sizeof(T) == 4)
-      if (vector == 4 && tpr == 1) return kernel_of<T, M, 4, 1, true>();
+    if constexpr (M == Mode::Forward && sizeof(T) == 4) {
+      if (vector == 4) {
+        switch (tpr) {
+          case 1: return kernel_of<T, M, 4, 1, true>();
+          case 2: return kernel_of<T, M, 4, 2, true>();
+          default: return {};
+        }
+      }
+    }
     if constexpr (M == Mode::Forward && sizeof(T) == 2) {
       if (vector == 4) {
         switch (tpr) {
           case 2: return kernel_of<T, M, 4, 2, true>();
           case 4: return kernel_of<T, M, 4, 4, true>();
           case 8: return kernel_of<T, M, 4, 8, true>();
-          default: return nullptr;
+          default: return {};
         }
       }
     }
-    return nullptr;
+    return {};
   }
   if (vector == 4) {
     switch (tpr) {
@@ -171,7 +196,7 @@ const void* select_shape(int vector, int tpr, bool staged) {
       case 2: return kernel_of<T, M, 4, 2>();
       case 4: return kernel_of<T, M, 4, 4>();
       case 8: return kernel_of<T, M, 4, 8>();
-      default: return nullptr;
+      default: return {};
     }
   }
   switch (tpr) {
@@ -181,18 +206,18 @@ const void* select_shape(int vector, int tpr, bool staged) {
     case 8: return kernel_of<T, M, 1, 8>();
     case 16: return kernel_of<T, M, 1, 16>();
     case 32: return kernel_of<T, M, 1, 32>();
-    default: return nullptr;
+    default: return {};
   }
 }
 
 template <Mode M>
-const void* select_elem(Elem elem, int vector, int tpr, bool staged) {
+KernelChoice select_elem(Elem elem, int vector, int tpr, bool staged) {
   switch (elem) {
     case Elem::F32: return select_shape<float, M>(vector, tpr, staged);
     case Elem::F16: return select_shape<__half, M>(vector, tpr, staged);
     case Elem::BF16: return select_shape<__nv_bfloat16, M>(vector, tpr, staged);
   }
-  return nullptr;
+  return {};
 }
 
 }  // namespace
@@ -215,17 +240,23 @@ ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized
   const int steps = steps_per_thread(mode, vector, tpr);
   // Staged rows (tile_scan.cuh), forward only, with the register form's tiles (so the same plan
   // and workspace) and CTAs per SM of their own (kStagedMinBlocks):
-  // - fp32 at C = 4 with contiguous rows (one thread per row; 34 KB of shared memory). Not at 2
-  //   or more threads per row (C = 8..32): their 8 steps of 16 bytes do not fit the 48 KB of
-  //   static shared memory, and staging 4 doubles the tile count, which cost 37 % forward at
-  //   C = 32 (bench/scan/NOTES.md).
+  // - fp32 at C = 4 with contiguous rows (one thread per row; 34 KB of shared memory).
+  // - fp32 at C = 8 with contiguous rows (two threads per row, one lane block a row; 64 KB of
+  //   dynamic shared memory, 3 CTAs per SM instead of the register form's 2), from 4096 tiles on.
+  //   Measured on an H200 (bench/scan/NOTES.md), batch 1: forward +13 % at 2^22 steps (4096
+  //   tiles), +22 % at 2^24, -3 % at 2^20 (1024 tiles). Time-major at B = 4 and 16 (rows not
+  //   contiguous) lost 29-35 %; C = 16 (two lane blocks of 2 threads) lost 2 %, and 4 or 8
+  //   threads per row (C = 32..8192) 16-23 %.
   // - 16-bit tensors with C % 8 == 0 (2 to 8 threads per row, 8 steps of 8-byte vectors: 35-43
   //   KB), in either layout: every step of a lane block is then whole 16-byte chunks.
+  const bool staged_f32_pair = elem_bytes == 4 && contiguous_rows && tpr == 2 && channels == 2 * vector;
   const bool staged =
       mode == Mode::Forward && vectorized &&
-      ((elem_bytes == 4 && contiguous_rows && tpr == 1 && channels == vector) ||
+      ((elem_bytes == 4 && contiguous_rows && tpr == 1 && channels == vector) || staged_f32_pair ||
        (elem_bytes == 2 && tpr >= 2 && channels % 8 == 0));
-  return {vector, tpr, vector * tpr, kTileThreads / tpr * steps, staged};
+  ParallelTiling tiling{vector, tpr, vector * tpr, kTileThreads / tpr * steps, staged};
+  if (staged_f32_pair) tiling.staged_min_tiles = 4096;
+  return tiling;
 }
 
 void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, const ScanParams& p,
@@ -239,15 +270,17 @@ void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, co
   const bool staged = tiling.staged && p.num_tiles >= tiling.staged_min_tiles && aligned16(p.a) &&
                       aligned16(p.u) && aligned16(p.out) &&
                       (p.stride_t * elem_bytes) % 16 == 0 && (p.stride_b * elem_bytes) % 16 == 0;
-  const void* k = mode == Mode::Forward ? select_elem<Mode::Forward>(elem, vector, tpr, staged)
-                                        : select_elem<Mode::Backward>(elem, vector, tpr, staged);
+  const KernelChoice choice = mode == Mode::Forward
+                                  ? select_elem<Mode::Forward>(elem, vector, tpr, staged)
+                                  : select_elem<Mode::Backward>(elem, vector, tpr, staged);
+  const void* k = choice.kernel;
   if (k == nullptr)
     throw InternalError("parallel scan: no kernel for vector " + std::to_string(vector) + " x " +
                         std::to_string(tpr) + " threads per row" + (staged ? " (staged)" : ""));
   ScanParams params = p;
   void* args[] = {&params};
   PRNN_CUDA_CHECK(cudaLaunchKernel(k, dim3(static_cast<unsigned>(p.num_tiles)), dim3(kTileThreads),
-                                   args, 0, stream));
+                                   args, static_cast<std::size_t>(choice.dynamic_smem), stream));
   PRNN_CHECK_LAUNCH();
 }
 

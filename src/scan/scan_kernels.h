@@ -27,8 +27,8 @@ struct ParallelTiling {
   std::int64_t staged_min_tiles = 1024;
 };
 // contiguous_rows: a lane block's step is one contiguous row (stride_t == C: batch 1 or
-// batch-major); with C == W == one 16-byte vector (fp32, C = 4) the forward then stages rows, as
-// it does for 16-bit tensors with C % 8 == 0 in either layout.
+// batch-major); with C == W (fp32 at C = 4 and, from 4096 tiles, C = 8) the forward then stages
+// rows, as it does for 16-bit tensors with C % 8 == 0 in either layout.
 ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized,
                                int elem_bytes = 4, bool contiguous_rows = false);
 void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, const ScanParams& p,

@@ -490,9 +490,21 @@ __device__ __forceinline__ auto staged_rows()
     -> unsigned char (&)[kTileWarps][Op::kStagedInputs][kStagedRowBytes<Op, V, TPR, R>] {
   static_assert(32 % TPR == 0);
   constexpr int kBytes = kStagedRowBytes<Op, V, TPR, R>;
-  __shared__ alignas(16) unsigned char s[kTileWarps][Op::kStagedInputs][kBytes];
-  return s;
+  using Buffer = unsigned char[kTileWarps][Op::kStagedInputs][kBytes];
+  if constexpr (sizeof(Buffer) <= 40 * 1024) {
+    __shared__ alignas(16) Buffer s;
+    return s;
+  } else {  // dynamic shared memory (the launch passes kStagedDynamicBytes)
+    extern __shared__ uint4 s_staged_dynamic[];
+    return *reinterpret_cast<Buffer*>(s_staged_dynamic);
+  }
 }
+// Dynamic shared memory a staged kernel needs (0: its buffer is static).
+template <class Op, int V, int TPR, int R>
+inline constexpr int kStagedDynamicBytes =
+    kTileWarps * Op::kStagedInputs * kStagedRowBytes<Op, V, TPR, R> <= 40 * 1024
+        ? 0
+        : kTileWarps * Op::kStagedInputs * kStagedRowBytes<Op, V, TPR, R>;
 
 // The staged form of a tile (Staged = true; the Op contract above): the tile lives in shared
 // memory, not in registers. Each warp copies its region in (coalesced 16-byte chunks where all its
@@ -729,9 +741,10 @@ inline constexpr int kStepsPerThread = steps_per_thread(M, V, TPR);
 template <Mode M, int V, int TPR>
 inline constexpr int kMinBlocks = (M == Mode::Forward && V == 4 && TPR >= 2) ? 2
                                   : (M == Mode::Forward ? 3 : 2);
-// CTAs per SM of the staged (shared-memory) form, by element bytes: its steps are not held in
-// registers. Measured on an H100 (bench/scan/NOTES.md): 16-bit 3 (80 registers; 4 were 0-7 %
-// slower, 5 spill at 8 threads per row and lost 20-30 %); fp32 at C = 4 4 (64 registers).
-template <int ElemBytes>
-inline constexpr int kStagedMinBlocks = ElemBytes == 2 ? 3 : 4;
+// CTAs per SM of the staged (shared-memory) form, by element bytes and threads per row: its steps
+// are not held in registers. Measured on an H100 (bench/scan/NOTES.md): 16-bit 3 (80 registers; 4
+// were 0-7 % slower, 5 spill at 8 threads per row and lost 20-30 %); fp32 at C = 4 4 (64
+// registers); fp32 at 2 threads per row 3 (80 registers; 64 KB of dynamic shared memory each).
+template <int ElemBytes, int TPR>
+inline constexpr int kStagedMinBlocks = ElemBytes == 2 ? 3 : (TPR == 1 ? 4 : 3);
 }  // namespace prnn::scan

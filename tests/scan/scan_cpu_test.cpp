@@ -131,7 +131,8 @@ TEST(ScanCpu, RejectsBadArguments) {
 #if PRNN_WITH_CUDA
 // Which parallel tilings stage their rows through shared memory (host-side choice; the staged
 // kernels' results are checked in scan_gpu_test): the forward pass over 16-bit tensors with
-// C % 8 == 0 in either layout, and over fp32 at C = 4 with contiguous rows; nothing else.
+// C % 8 == 0 in either layout, and over fp32 with contiguous rows at C = 4 and, from 4096 tiles, at
+// C = 8 (two threads per row); nothing else.
 TEST(ScanTiling, StagesRowsWhereStepsAreWholeChunks) {
   using scan::Mode;
   using scan::parallel_tiling;
@@ -150,7 +151,16 @@ TEST(ScanTiling, StagesRowsWhereStepsAreWholeChunks) {
   EXPECT_FALSE(parallel_tiling(Mode::Forward, 1024, false, 2, true).staged);  // scalar lanes
   EXPECT_TRUE(parallel_tiling(Mode::Forward, 4, true, 4, true).staged);
   EXPECT_FALSE(parallel_tiling(Mode::Forward, 4, true, 4, false).staged);
-  EXPECT_FALSE(parallel_tiling(Mode::Forward, 32, true, 4, true).staged);
+  const scan::ParallelTiling pair = parallel_tiling(Mode::Forward, 8, true, 4, true);
+  EXPECT_TRUE(pair.staged);
+  EXPECT_EQ(pair.threads_per_row, 2);
+  EXPECT_EQ(pair.tile_steps, 128 * 8);
+  EXPECT_EQ(pair.staged_min_tiles, 4096);
+  EXPECT_EQ(parallel_tiling(Mode::Forward, 4, true, 4, true).staged_min_tiles, 1024);
+  EXPECT_FALSE(parallel_tiling(Mode::Forward, 8, true, 4, false).staged);  // rows not contiguous
+  for (std::int64_t c : {12, 16, 32, 128, 1024})  // two lane blocks, or 4-8 threads per row
+    EXPECT_FALSE(parallel_tiling(Mode::Forward, c, true, 4, true).staged) << "C = " << c;
+  EXPECT_FALSE(parallel_tiling(Mode::Backward, 8, true, 4, true).staged);
   EXPECT_FALSE(parallel_tiling(Mode::Backward, 4, true, 4, true).staged);
 }
 

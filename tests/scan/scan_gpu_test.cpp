@@ -180,6 +180,17 @@ std::vector<GpuCase> cases() {
   v.push_back({70001, 1, 4, tbc, rev, false, DType::F32, ScanAlgo::Parallel});
   v.push_back({3001, 3, 4, tbc, fwd, true, DType::F32, ScanAlgo::Parallel});
   v.push_back({4101, 1, 4, tbc, fwd, true, DType::F32, ScanAlgo::Parallel, 1});
+  // staged fp32 rows at C = 8 (two threads per row, dynamic shared memory; contiguous rows: batch 1
+  // or batch-major): reverse, lengths, several tiles; time-major at B > 1 and misaligned (the
+  // register and scalar forms); as the launch picks at few tiles (the register form); and staged
+  // by the launch itself (4097 tiles, 3 lookback levels)
+  v.push_back({4099, 1, 8, tbc, rev, true, DType::F32, ScanAlgo::Parallel, 0, true});
+  v.push_back({3001, 3, 8, btc, fwd, true, DType::F32, ScanAlgo::Parallel, 0, true});
+  v.push_back({2051, 3, 8, tbc, fwd, false, DType::F32, ScanAlgo::Parallel, 0, true});
+  v.push_back({300007, 1, 8, tbc, fwd, false, DType::F32, ScanAlgo::Parallel, 0, true});
+  v.push_back({2049, 2, 8, btc, rev, true, DType::F32, ScanAlgo::Parallel, 1, true});
+  v.push_back({3001, 3, 8, btc, fwd, true, DType::F32, ScanAlgo::Parallel});
+  v.push_back({4194307, 1, 8, tbc, fwd, false, DType::F32, ScanAlgo::Parallel});
   // staged 16-bit rows (C % 8 == 0; forward through shared memory at 2, 4 and 8 threads per row):
   // several tiles, both layouts, reverse, lengths, a partial lane block (C = 40: the second block
   // of 32 channels holds 8, per-thread copies), the 2-level lookback; and 16-bit tensors aligned
