@@ -147,7 +147,7 @@ void run_scan_bench(const ScanBenchOptions& o, const BenchSink& sink) {
       std::int64_t T, B, C;
     };
     std::vector<Shape3> shapes;
-    for (std::int64_t C : {4, 32, 128, 1024, 8192})
+    for (std::int64_t C : {4, 8, 32, 128, 1024, 8192})
       for (int log_n : {20, 24, 26, 28})
         if ((std::int64_t{1} << log_n) <= o.max_elements && (std::int64_t{1} << log_n) / C >= 1)
           shapes.push_back({(std::int64_t{1} << log_n) / C, 1, C});
