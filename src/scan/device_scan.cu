@@ -147,7 +147,7 @@ struct KernelChoice {
 
 // A staged kernel whose buffer outgrows static shared memory takes it dynamically
 // (kStagedDynamicBytes); the attribute is set at every such launch (these launches have at least
-// staged_min_tiles tiles) so that it holds on whichever device is current.
+// staged_min_tiles tiles, 2048) so that it holds on whichever device is current.
 template <class T, Mode M, int V, int TPR, bool Staged = false>
 KernelChoice kernel_of() {
   const void* k = reinterpret_cast<const void*>(&parallel_scan_kernel<T, M, V, TPR, Staged>);
@@ -242,20 +242,21 @@ ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized
   // and workspace) and CTAs per SM of their own (kStagedMinBlocks):
   // - fp32 at C = 4 with contiguous rows (one thread per row; 34 KB of shared memory).
   // - fp32 at C = 8 with contiguous rows (two threads per row, one lane block a row; 64 KB of
-  //   dynamic shared memory, 3 CTAs per SM instead of the register form's 2), from 4096 tiles on.
-  //   Measured on an H200 (bench/scan/NOTES.md), batch 1: forward +13 % at 2^22 steps (4096
-  //   tiles), +22 % at 2^24, -3 % at 2^20 (1024 tiles). Time-major at B = 4 and 16 (rows not
-  //   contiguous) lost 29-35 %; C = 16 (two lane blocks of 2 threads) lost 2 %, and 4 or 8
-  //   threads per row (C = 32..8192) 16-23 %.
+  //   dynamic shared memory, 3 CTAs per SM instead of the register form's 2), from 2048 tiles on.
+  //   Measured on an H200 (bench/scan/NOTES.md), batch 1: forward +10 % at 2^21 and 3·2^20 steps
+  //   (2048 and 3072 tiles), +13-15 % at 2^22, +22 % at 2^24; level at 1536 tiles, -3 % at 1024.
+  //   Time-major at B = 4 and 16 (rows not contiguous) lost 29-35 %; C = 16 (two lane blocks of 2
+  //   threads) lost 2 %, and 4 or 8 threads per row (C = 32..8192) 16-23 %.
   // - 16-bit tensors with C % 8 == 0 (2 to 8 threads per row, 8 steps of 8-byte vectors: 35-43
   //   KB), in either layout: every step of a lane block is then whole 16-byte chunks.
-  const bool staged_f32_pair = elem_bytes == 4 && contiguous_rows && tpr == 2 && channels == 2 * vector;
+  const bool staged_f32_pair =
+      elem_bytes == 4 && contiguous_rows && tpr == 2 && channels == 2 * vector;
   const bool staged =
       mode == Mode::Forward && vectorized &&
       ((elem_bytes == 4 && contiguous_rows && tpr == 1 && channels == vector) || staged_f32_pair ||
        (elem_bytes == 2 && tpr >= 2 && channels % 8 == 0));
   ParallelTiling tiling{vector, tpr, vector * tpr, kTileThreads / tpr * steps, staged};
-  if (staged_f32_pair) tiling.staged_min_tiles = 4096;
+  if (staged_f32_pair) tiling.staged_min_tiles = 2048;
   return tiling;
 }
 

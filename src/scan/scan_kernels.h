@@ -27,7 +27,7 @@ struct ParallelTiling {
   std::int64_t staged_min_tiles = 1024;
 };
 // contiguous_rows: a lane block's step is one contiguous row (stride_t == C: batch 1 or
-// batch-major); with C == W (fp32 at C = 4 and, from 4096 tiles, C = 8) the forward then stages
+// batch-major); with C == W (fp32 at C = 4 and, from 2048 tiles, C = 8) the forward then stages
 // rows, as it does for 16-bit tensors with C % 8 == 0 in either layout.
 ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized,
                                int elem_bytes = 4, bool contiguous_rows = false);

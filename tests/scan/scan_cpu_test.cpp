@@ -131,7 +131,7 @@ TEST(ScanCpu, RejectsBadArguments) {
 #if PRNN_WITH_CUDA
 // Which parallel tilings stage their rows through shared memory (host-side choice; the staged
 // kernels' results are checked in scan_gpu_test): the forward pass over 16-bit tensors with
-// C % 8 == 0 in either layout, and over fp32 with contiguous rows at C = 4 and, from 4096 tiles, at
+// C % 8 == 0 in either layout, and over fp32 with contiguous rows at C = 4 and, from 2048 tiles, at
 // C = 8 (two threads per row); nothing else.
 TEST(ScanTiling, StagesRowsWhereStepsAreWholeChunks) {
   using scan::Mode;
@@ -155,7 +155,7 @@ TEST(ScanTiling, StagesRowsWhereStepsAreWholeChunks) {
   EXPECT_TRUE(pair.staged);
   EXPECT_EQ(pair.threads_per_row, 2);
   EXPECT_EQ(pair.tile_steps, 128 * 8);
-  EXPECT_EQ(pair.staged_min_tiles, 4096);
+  EXPECT_EQ(pair.staged_min_tiles, 2048);
   EXPECT_EQ(parallel_tiling(Mode::Forward, 4, true, 4, true).staged_min_tiles, 1024);
   EXPECT_FALSE(parallel_tiling(Mode::Forward, 8, true, 4, false).staged);  // rows not contiguous
   for (std::int64_t c : {12, 16, 32, 128, 1024})  // two lane blocks, or 4-8 threads per row
