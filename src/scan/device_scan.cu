@@ -147,7 +147,7 @@ struct KernelChoice {
 
 // A staged kernel whose buffer outgrows static shared memory takes it dynamically
 // (kStagedDynamicBytes); the attribute is set at every such launch (these launches have at least
-// staged_min_tiles tiles, 2048) so that it holds on whichever device is current.
+// kStagedPairMinTiles tiles) so that it holds on whichever device is current.
 template <class T, Mode M, int V, int TPR, bool Staged = false>
 KernelChoice kernel_of() {
   const void* k = reinterpret_cast<const void*>(&parallel_scan_kernel<T, M, V, TPR, Staged>);
@@ -220,6 +220,9 @@ KernelChoice select_elem(Elem elem, int vector, int tpr, bool staged) {
   return {};
 }
 
+// Fewest tiles from which the fp32 forward at C = 8 takes the staged form (parallel_tiling).
+constexpr std::int64_t kStagedPairMinTiles = 2048;
+
 }  // namespace
 
 ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized, int elem_bytes,
@@ -256,7 +259,7 @@ ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized
       ((elem_bytes == 4 && contiguous_rows && tpr == 1 && channels == vector) || staged_f32_pair ||
        (elem_bytes == 2 && tpr >= 2 && channels % 8 == 0));
   ParallelTiling tiling{vector, tpr, vector * tpr, kTileThreads / tpr * steps, staged};
-  if (staged_f32_pair) tiling.staged_min_tiles = 2048;
+  if (staged_f32_pair) tiling.staged_min_tiles = kStagedPairMinTiles;
   return tiling;
 }
 

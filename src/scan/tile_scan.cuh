@@ -482,29 +482,33 @@ struct WarpRegion {
   }
 };
 
-// The CTA's staging buffer: per warp, per staged input, R step rows of kPitch bytes.
+// The CTA's staging buffer: per warp, per staged input, R step rows of kPitch bytes. Up to
+// kStagedStaticBytesMax it is static shared memory (under the 48 KB static limit with the tile's
+// other static arrays); a larger one is dynamic, kStagedDynamicBytes, which the launch passes.
+inline constexpr int kStagedStaticBytesMax = 40 * 1024;
 template <class Op, int V, int TPR, int R>
 inline constexpr int kStagedRowBytes = R * WarpRegion<TPR, R, V * Op::kElemBytes>::kPitch;
+template <class Op, int V, int TPR, int R>
+inline constexpr int kStagedBufferBytes =
+    kTileWarps * Op::kStagedInputs * kStagedRowBytes<Op, V, TPR, R>;
+// Dynamic shared memory a staged kernel needs (0: its buffer is static).
+template <class Op, int V, int TPR, int R>
+inline constexpr int kStagedDynamicBytes =
+    kStagedBufferBytes<Op, V, TPR, R> <= kStagedStaticBytesMax ? 0
+                                                                : kStagedBufferBytes<Op, V, TPR, R>;
 template <class Op, int V, int TPR, int R>
 __device__ __forceinline__ auto staged_rows()
     -> unsigned char (&)[kTileWarps][Op::kStagedInputs][kStagedRowBytes<Op, V, TPR, R>] {
   static_assert(32 % TPR == 0);
-  constexpr int kBytes = kStagedRowBytes<Op, V, TPR, R>;
-  using Buffer = unsigned char[kTileWarps][Op::kStagedInputs][kBytes];
-  if constexpr (sizeof(Buffer) <= 40 * 1024) {
+  using Buffer = unsigned char[kTileWarps][Op::kStagedInputs][kStagedRowBytes<Op, V, TPR, R>];
+  if constexpr (kStagedDynamicBytes<Op, V, TPR, R> == 0) {
     __shared__ alignas(16) Buffer s;
     return s;
-  } else {  // dynamic shared memory (the launch passes kStagedDynamicBytes)
+  } else {
     extern __shared__ uint4 s_staged_dynamic[];
     return *reinterpret_cast<Buffer*>(s_staged_dynamic);
   }
 }
-// Dynamic shared memory a staged kernel needs (0: its buffer is static).
-template <class Op, int V, int TPR, int R>
-inline constexpr int kStagedDynamicBytes =
-    kTileWarps * Op::kStagedInputs * kStagedRowBytes<Op, V, TPR, R> <= 40 * 1024
-        ? 0
-        : kTileWarps * Op::kStagedInputs * kStagedRowBytes<Op, V, TPR, R>;
 
 // The staged form of a tile (Staged = true; the Op contract above): the tile lives in shared
 // memory, not in registers. Each warp copies its region in (coalesced 16-byte chunks where all its
