@@ -500,7 +500,8 @@ template <class Op, int V, int TPR, int R>
 __device__ __forceinline__ auto staged_rows()
     -> unsigned char (&)[kTileWarps][Op::kStagedInputs][kStagedRowBytes<Op, V, TPR, R>] {
   static_assert(32 % TPR == 0);
-  using Buffer = unsigned char[kTileWarps][Op::kStagedInputs][kStagedRowBytes<Op, V, TPR, R>];
+  constexpr int kBytes = kStagedRowBytes<Op, V, TPR, R>;
+  using Buffer = unsigned char[kTileWarps][Op::kStagedInputs][kBytes];
   if constexpr (kStagedDynamicBytes<Op, V, TPR, R> == 0) {
     __shared__ alignas(16) Buffer s;
     return s;
