@@ -2,7 +2,7 @@
 # Kernel lab for the parallel scan. On the GPU machine, from the repo root, after prnn_cli is
 # built in $BUILD (default build/gpu: cmake --preset gpu && cmake --build --preset gpu --target prnn_cli):
 #   bench/scan/lab.sh NAME CHANGE [NAME CHANGE ...]
-# CHANGE is a patch file (applied with `patch -p1` to a copy of src/), a sed -E expression
+# CHANGE is a patch file (its src/ files applied with `patch -p1` to a copy of src/), a sed -E expression
 # (applied to src/scan/device_scan.cu and src/scan/tile_scan.cuh), or '' (the tree as it is).
 # Only device_scan.cu is recompiled per variant (its command from compile_commands.json, with the
 # variant's src/ first on the include path), swapped into a copy of libprnn_gpu.a, and prnn is
@@ -37,7 +37,10 @@ while [ $# -ge 2 ]; do
   rm -rf "$dir" && mkdir -p "$dir"
   cp -r "$root/src" "$dir/src"
   if [ -f "$change" ]; then
-    patch -s -p1 -d "$dir" <"$change"
+    # Only the patch's src/ files are applied (a patch may carry its test changes too); patch's
+    # messages go to stderr, and a hunk that does not apply stops the lab.
+    awk '/^diff --git /{keep = ($3 ~ /^a\/src\//)} keep' "$change" |
+      patch -p1 --batch -d "$dir" >&2 || { echo "lab: $change does not apply to src/" >&2; exit 1; }
   elif [ -n "$change" ]; then
     sed -i -E "$change" "$dir/src/scan/device_scan.cu" "$dir/src/scan/tile_scan.cuh"
   fi
