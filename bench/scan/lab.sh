@@ -9,6 +9,7 @@
 # relinked; variants build in parallel. Then every variant is timed on the same shapes,
 # interleaved over $ROUNDS rounds, one CSV line per measurement on stdout:
 #   variant,round,<prnn bench scan CSV row>
+# bench/scan/lab_medians.py OUT.csv [BASELINE] gives each variant's medians over the rounds.
 set -euo pipefail
 root=$(pwd)
 build=${BUILD:-build/gpu}
