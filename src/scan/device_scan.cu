@@ -146,8 +146,9 @@ struct KernelChoice {
 };
 
 // A staged kernel whose buffer outgrows static shared memory takes it dynamically
-// (kStagedDynamicBytes); the attribute is set at every such launch (these launches have at least
-// kStagedPairMinTiles tiles) so that it holds on whichever device is current.
+// (kStagedDynamicBytes); the attribute is set at every such launch so that it holds on whichever
+// device is current (such launches have at least kStagedPairMinTiles tiles, so the two calls are
+// small beside them; only the PRNN_SCAN_STAGED=1 knob stages smaller launches).
 template <class T, Mode M, int V, int TPR, bool Staged = false>
 KernelChoice kernel_of() {
   const void* k = reinterpret_cast<const void*>(&parallel_scan_kernel<T, M, V, TPR, Staged>);
