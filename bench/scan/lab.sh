@@ -40,8 +40,11 @@ while [ $# -ge 2 ]; do
   if [ -f "$change" ]; then
     # Only the patch's src/ files are applied (a patch may carry its test changes too); patch's
     # messages go to stderr, and a hunk that does not apply stops the lab.
-    awk '/^diff --git /{keep = ($3 ~ /^a\/src\//)} keep' "$change" |
-      patch -p1 --batch -d "$dir" >&2 || { echo "lab: $change does not apply to src/" >&2; exit 1; }
+    # A reversed patch (git diff -R) names its files b/... first.
+    awk '/^diff --git /{keep = ($3 ~ /^[ab]\/src\//)} keep' "$change" >"$dir/change.patch"
+    [ -s "$dir/change.patch" ] || { echo "lab: $change changes nothing under src/" >&2; exit 1; }
+    patch -p1 --batch -d "$dir" <"$dir/change.patch" >&2 ||
+      { echo "lab: $change does not apply to src/" >&2; exit 1; }
   elif [ -n "$change" ]; then
     sed -i -E "$change" "$dir/src/scan/device_scan.cu" "$dir/src/scan/tile_scan.cuh"
   fi

@@ -252,7 +252,8 @@ ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized
   //   Time-major at B = 4 and 16 (rows not contiguous) lost 29-35 %; C = 16 (two lane blocks of 2
   //   threads) lost 2 %, and 4 or 8 threads per row (C = 32..8192) 16-23 %.
   // - 16-bit tensors with C % 8 == 0 (2 to 8 threads per row, 8 steps of 8-byte vectors: 35-43
-  //   KB), in either layout: every step of a lane block is then whole 16-byte chunks.
+  //   KB), in either layout: every step of a lane block is then whole 16-byte chunks. At 8
+  //   threads per row the chunks come in by cp.async and 4 CTAs share an SM (kStagedAsyncCopy).
   const bool staged_f32_pair =
       elem_bytes == 4 && contiguous_rows && tpr == 2 && channels == 2 * vector;
   const bool staged =

@@ -511,6 +511,16 @@ __device__ __forceinline__ auto staged_rows()
   }
 }
 
+// Whether a staged tile's chunks come in by cp.async (global to shared memory, through no
+// register) rather than by loads into registers and stores to shared memory: 16-bit tensors at 8
+// threads per row (lane blocks of 32 channels, C >= 64), which then run 4 CTAs per SM
+// (kStagedMinBlocks). Measured on an H200 (bench/scan/NOTES.md, lab runs 24-25), bf16 forward,
+// both together against neither: C = 128 +3 %, C = 1024 +6-11 %, C = 8192 +10-14 %, B = 4 C = 256
+// +10 %, B = 8 C = 1536 +14 %; 4 CTAs alone lost 4-9 % at C >= 1024. cp.async at 2 and 4 threads
+// per row (16-bit C = 8 and 32) lost 11-32 %, and in the fp32 staged rows (C = 4 and 8) 12-37 %.
+template <int ElemBytes, int TPR>
+inline constexpr bool kStagedAsyncCopy = ElemBytes == 2 && TPR == 8;
+
 // The staged form of a tile (Staged = true; the Op contract above): the tile lives in shared
 // memory, not in registers. Each warp copies its region in (coalesced 16-byte chunks where all its
 // steps are valid and its lane block is whole; else each thread copies its own valid steps), then
@@ -563,10 +573,19 @@ __device__ __forceinline__ void tile_scan_staged(const ScanParams& p,
 #pragma unroll
       for (int c = 0; c < Region::kChunksPerLane; ++c) {
         const auto* from = src + region.at(c, lane, Op::kElemBytes) * Op::kElemBytes;
-        *reinterpret_cast<uint4*>(&buf[i][region.slot(c, lane)]) =
-            __ldg(reinterpret_cast<const uint4*>(from));
+        if constexpr (kStagedAsyncCopy<Op::kElemBytes, TPR>) {
+          const auto to =
+              static_cast<unsigned>(__cvta_generic_to_shared(&buf[i][region.slot(c, lane)]));
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to), "l"(from)
+                       : "memory");
+        } else {
+          *reinterpret_cast<uint4*>(&buf[i][region.slot(c, lane)]) =
+              __ldg(reinterpret_cast<const uint4*>(from));
+        }
       }
     }
+    if constexpr (kStagedAsyncCopy<Op::kElemBytes, TPR>)
+      asm volatile("cp.async.wait_all;" ::: "memory");
   } else {
 #pragma unroll
     for (int i = 0; i < Op::kStagedInputs; ++i) {
@@ -750,7 +769,8 @@ inline constexpr int kMinBlocks = (M == Mode::Forward && V == 4 && TPR >= 2) ? 2
 // are not held in registers. Measured on an H100 (bench/scan/NOTES.md): 16-bit 3 (80 registers; 4
 // were 0-7 % slower, 5 spill at 8 threads per row and lost 20-30 %); fp32 at C = 4 4 (64
 // registers). fp32 at 2 threads per row (C = 8): 3, as many as its 64 KB of dynamic shared memory
-// allow (79 registers; H200).
+// allow (79 registers; H200). 16-bit at 8 threads per row, whose chunks come in by cp.async
+// (kStagedAsyncCopy): 4 (64 registers, no spills, 4 x 40 KB of static shared memory; H200).
 template <int ElemBytes, int TPR>
-inline constexpr int kStagedMinBlocks = ElemBytes == 2 ? 3 : (TPR == 1 ? 4 : 3);
+inline constexpr int kStagedMinBlocks = ElemBytes == 2 ? (TPR == 8 ? 4 : 3) : (TPR == 1 ? 4 : 3);
 }  // namespace prnn::scan
