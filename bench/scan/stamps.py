@@ -5,9 +5,12 @@ With bench/scan/patches/tile_stamps.patch applied, `PRNN_SCAN_STAMPS=DIR prnn be
 writes, for the third launch of each scan kernel, DIR/stamps_<pass>_<dtype>_T_B_C[_staged].bin:
 a header of 8 int64 (tiles, lane blocks per batch entry, batch, time tiles, vector, threads per
 row, staged, lookback levels), then per tile 16 uint64: the global timer at six points, the SM
-clock at the same six, the SM. The points: 0 the tile starts, 1 thread 0's steps are folded
-(its loads arrived), 2 every warp's are (the CTA barrier), 3 the tile's records are published,
-4 the lookback is done (the carry is in shared memory), 5 the outputs are issued.
+clock at the same six, the SM, and three more SM clocks inside the lookback (thread 0's warp):
+the top level folded, every upper level folded, level 0 folded. The points: 0 the tile starts,
+1 thread 0's steps are folded (its loads arrived), 2 every warp's are (the CTA barrier), 3 the
+tile's records are published, 4 the lookback is done (the carry is in shared memory), 5 the
+outputs are issued. Stamps made before the lookback's three were added have zeros there, and
+their lookback is not split.
 
     python3 bench/scan/stamps.py DIR
 
@@ -33,10 +36,22 @@ def load(path):
                     (int(v) for v in raw[:8])))
     n = head["tiles"]
     a = raw[8:8 + n * 16].reshape(n, 16).astype(np.float64)
-    return head, a[:, 0:6], a[:, 6:12], a[:, 12].astype(int)
+    return head, a[:, 0:6], a[:, 6:12], a[:, 12].astype(int), a[:, 13:16]
 
 
-def phases(head, g, c, sm):
+def lookback_split(c, lb, ghz):
+    """The lookback of thread 0's warp by level, and the CTA barrier after it."""
+    if not np.all(lb > 0):
+        return
+    rows = (("top level", c[:, 3], lb[:, 0]), ("other upper levels", lb[:, 0], lb[:, 1]),
+            ("level 0", lb[:, 1], lb[:, 2]), ("barrier", lb[:, 2], c[:, 4]))
+    for name, p, q in rows:
+        v = (q - p) / ghz
+        print(f"    {name:18s} median {np.median(v):6.0f} ns  p10 {np.percentile(v, 10):6.0f}  "
+              f"p90 {np.percentile(v, 90):6.0f}")
+
+
+def phases(head, g, c, sm, lb):
     life = g[:, 5] - g[:, 0]
     ghz = np.median((c[:, 5] - c[:, 0]) / np.maximum(life, 1))
     span = g[:, 5].max() - g[:, 0].min()
@@ -48,6 +63,8 @@ def phases(head, g, c, sm):
         v = (c[:, q] - c[:, p]) / ghz
         print(f"  {name:20s} median {np.median(v):6.0f} ns  p10 {np.percentile(v, 10):6.0f}  "
               f"p90 {np.percentile(v, 90):6.0f}  mean share {v.mean() / life.mean() * 100:5.1f} %")
+        if name == "lookback":
+            lookback_split(c, lb, ghz)
 
 
 def needed(head, g, t, previous_block):
@@ -95,11 +112,11 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     for path in sorted(glob.glob(os.path.join(sys.argv[1], "stamps_*.bin"))):
-        head, g, c, sm = load(path)
+        head, g, c, sm, lb = load(path)
         print(f"{os.path.basename(path)[7:-4]}: {head['tiles']} tiles ({head['time_tiles']} time "
               f"tiles x {head['batch'] * head['lpb']} lane blocks), vector {head['vector']}, "
               f"{head['tpr']} threads per row, staged {head['staged']}, {head['levels']} levels")
-        phases(head, g, c, sm)
+        phases(head, g, c, sm, lb)
         waits(head, g)
 
 
