@@ -41,11 +41,12 @@
 //   template <int V> static void store_staged(p, args, lane, Pos, state, Step, void* dst);
 // The tile then lives in shared memory (tile_scan_staged): a warp whose steps are all valid and
 // whose lane block holds W channels copies its region (32/TPR rows x R steps of W elements) in
-// with coalesced 16-byte loads (other warps: each thread its own steps), every thread folds and
-// later rescans its V-element vectors from there, and the outputs leave the same way. Measured
-// (bench/scan/NOTES.md): the data path alone (datapath_lab.cu, H200, no lookback) 245 -> 314-355
-// G elem/s in fp32 at C = 4 and 32, 280 -> 553-580 in bf16; in the kernel (H100) the bf16
-// forward -3 to +6 % at 3 CTAs per SM, the fp32 forward at C = 4 +4 %.
+// with coalesced 16-byte loads (16-bit at 8 threads per row: by cp.async, kStagedAsyncCopy; other
+// warps: each thread its own steps), every thread folds and later rescans its V-element vectors
+// from there, and the outputs leave the same way. Measured (bench/scan/NOTES.md): the data path
+// alone (datapath_lab.cu, H200, no lookback) 245 -> 314-355 G elem/s in fp32 at C = 4 and 32, 280
+// -> 553-580 in bf16; in the kernel (H100) the bf16 forward -3 to +6 % at 3 CTAs per SM, the fp32
+// forward at C = 4 +4 %; the cp.async copy-in at 4 CTAs per SM (H200) +3-14 % in bf16 at C >= 128.
 #pragma once
 
 #include <cuda_bf16.h>
