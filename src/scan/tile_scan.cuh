@@ -770,8 +770,9 @@ inline constexpr int kMinBlocks = (M == Mode::Forward && V == 4 && TPR >= 2) ? 2
 // are not held in registers. Measured on an H100 (bench/scan/NOTES.md): 16-bit 3 (80 registers; 4
 // were 0-7 % slower, 5 spill at 8 threads per row and lost 20-30 %); fp32 at C = 4 4 (64
 // registers). fp32 at 2 threads per row (C = 8): 3, as many as its 64 KB of dynamic shared memory
-// allow (79 registers; H200). 16-bit at 8 threads per row, whose chunks come in by cp.async
-// (kStagedAsyncCopy): 4 (64 registers, no spills, 4 x 40 KB of static shared memory; H200).
+// allow (79 registers; H200). Where the chunks come in by cp.async (kStagedAsyncCopy: 16-bit at 8
+// threads per row): 4 (64 registers, no spills, 4 x 40 KB of static shared memory; H200).
 template <int ElemBytes, int TPR>
-inline constexpr int kStagedMinBlocks = ElemBytes == 2 ? (TPR == 8 ? 4 : 3) : (TPR == 1 ? 4 : 3);
+inline constexpr int kStagedMinBlocks =
+    kStagedAsyncCopy<ElemBytes, TPR> ? 4 : (ElemBytes == 2 ? 3 : (TPR == 1 ? 4 : 3));
 }  // namespace prnn::scan
