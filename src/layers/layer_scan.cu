@@ -21,7 +21,7 @@ int steps_per_thread(int tpr) {
 
 scan::ParallelTiling layer_tiling(scan::Mode mode, std::int64_t channels, bool vectorized) {
   // Vector width and threads per row as the plain scan picks them; steps from our kernels.
-  scan::ParallelTiling t = scan::parallel_tiling(mode, channels, vectorized);
+  scan::ParallelTiling t = scan::parallel_tiling(mode, channels, vectorized ? 4 : 1);
   int steps = 0;
   if (mode == scan::Mode::Forward)
     steps = t.vector == 4 ? steps_per_thread<scan::Mode::Forward, 4>(t.threads_per_row)

@@ -4,7 +4,8 @@
 //   (mapping of logical step q to memory, padding and lengths: scan_params.h)
 // Tiles, lookback, launch: tile_scan.cuh. Here: the two ops (what a step loads and writes) and
 // the dispatch from runtime (mode, element type, vector width, threads per row) to a kernel.
-// Vectors of 4 channels when C % 4 == 0 and the tensors are aligned, else 1 channel per thread.
+// Vectors of 4 channels when C % 4 == 0 and the tensors are aligned, else 1 channel per thread;
+// the 16-bit forward at C >= 64 takes 8 (C % 8 == 0, 16-byte aligned; tile_scan_packed16).
 // Memory:   forward reads a, x and writes h (12 B/elem at fp32); backward reads a, h, dh and
 //           writes da, dx (20 B/elem).
 #include <cuda_bf16.h>
@@ -134,9 +135,16 @@ constexpr int kScanMinBlocks = Staged ? kStagedMinBlocks<sizeof(T), TPR> : kMinB
 template <class T, Mode M, int V, int TPR, bool Staged>
 __global__ void __launch_bounds__(kTileThreads, (kScanMinBlocks<T, M, V, TPR, Staged>))
     parallel_scan_kernel(ScanParams p) {
-  tile_scan<ScanOp<T, M>, V, TPR, kStepsPerThread<M, V, TPR>, Staged>(
-      p, typename ScanOp<T, M>::Args{});
+  if constexpr (V == 8)  // 16-bit forward only (select_shape)
+    tile_scan_packed16<ScanOp<T, M>, T, V, TPR, kStepsPerThread<M, V, TPR>>(
+        p, typename ScanOp<T, M>::Args{});
+  else
+    tile_scan<ScanOp<T, M>, V, TPR, kStepsPerThread<M, V, TPR>, Staged>(
+        p, typename ScanOp<T, M>::Args{});
 }
+
+// Threads per row of the packed 16-bit form (tile_scan_packed16): lane blocks of 32 channels.
+constexpr int kPacked16Tpr = 4;
 
 // ---- dispatch ----------------------------------------------------------------------------------
 
@@ -166,7 +174,8 @@ KernelChoice kernel_of() {
 
 // The one dispatch point: runtime (mode, element type, vector width, threads per row, staged)
 // -> kernel. Staged rows (forward, 4-channel vectors): fp32 at one or two threads per row, 16-bit
-// at 2, 4 or 8 (parallel_tiling says when).
+// at 2, 4 or 8 (parallel_tiling says when). 8-channel vectors: the 16-bit forward at 4 threads per
+// row (tile_scan_packed16).
 template <class T, Mode M>
 KernelChoice select_shape(int vector, int tpr, bool staged) {
   if (staged) {
@@ -189,6 +198,11 @@ KernelChoice select_shape(int vector, int tpr, bool staged) {
         }
       }
     }
+    return {};
+  }
+  if (vector == 8) {
+    if constexpr (M == Mode::Forward && sizeof(T) == 2)
+      if (tpr == kPacked16Tpr) return kernel_of<T, M, 8, kPacked16Tpr>();
     return {};
   }
   if (vector == 4) {
@@ -226,8 +240,17 @@ constexpr std::int64_t kStagedPairMinTiles = 2048;
 
 }  // namespace
 
-ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized, int elem_bytes,
-                               bool contiguous_rows) {
+ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, int widest_vector,
+                               int elem_bytes, bool contiguous_rows) {
+  // 8-channel 16-bit vectors held raw in registers (tile_scan_packed16): the forward at C >= 64,
+  // two lane blocks of 32 channels or more (at C = 32 one block would be one lookback chain; the
+  // narrower forms below split it in two).
+  if (widest_vector == 8 && mode == Mode::Forward && elem_bytes == 2 && channels % 8 == 0 &&
+      channels >= 64)
+    return ParallelTiling{8, kPacked16Tpr, 8 * kPacked16Tpr,
+                          kTileThreads / kPacked16Tpr * steps_per_thread(mode, 8, kPacked16Tpr),
+                          false};
+  const bool vectorized = widest_vector >= 4;
   const int vector = vectorized ? 4 : 1;
   const int max_tpr = vectorized ? 8 : 32;
   const std::int64_t slots = (channels + vector - 1) / vector;
@@ -276,6 +299,10 @@ void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, co
   const bool staged = tiling.staged && p.num_tiles >= tiling.staged_min_tiles && aligned16(p.a) &&
                       aligned16(p.u) && aligned16(p.out) &&
                       (p.stride_t * elem_bytes) % 16 == 0 && (p.stride_b * elem_bytes) % 16 == 0;
+  // 8-channel vectors: the caller checked every tensor's alignment (linear_scan.cpp).
+  if (vector == 8 && !(aligned16(p.a) && aligned16(p.u) && aligned16(p.out) &&
+                       (p.stride_t * elem_bytes) % 16 == 0 && (p.stride_b * elem_bytes) % 16 == 0))
+    throw InternalError("parallel scan: 8-channel vectors need 16-byte aligned tensors and steps");
   const KernelChoice choice = mode == Mode::Forward
                                   ? select_elem<Mode::Forward>(elem, vector, tpr, staged)
                                   : select_elem<Mode::Backward>(elem, vector, tpr, staged);

@@ -154,13 +154,17 @@ void cpu_backward(const ScanDesc& d, const ScanBackwardArgs& args) {
 }
 
 #if PRNN_WITH_CUDA
-// 4-channel vectors need C % 4 == 0 and every tensor aligned to 4 elements.
-bool vectorizable(const ScanDesc& d, std::initializer_list<TensorView> tensors) {
-  if (d.channels % 4 != 0) return false;
-  const std::uintptr_t align = 4 * size_of(d.dtype);
-  for (const TensorView& t : tensors)
-    if (reinterpret_cast<std::uintptr_t>(t.data()) % align != 0) return false;
-  return true;
+// The widest vector a call's tensors allow (scan::parallel_tiling): 4 channels need C % 4 == 0
+// and every tensor aligned to 4 elements; 8 (16-bit only) C % 8 == 0 and 16-byte alignment.
+int widest_vector(const ScanDesc& d, std::initializer_list<TensorView> tensors) {
+  auto aligned = [&](std::uintptr_t bytes) {
+    for (const TensorView& t : tensors)
+      if (reinterpret_cast<std::uintptr_t>(t.data()) % bytes != 0) return false;
+    return true;
+  };
+  if (d.channels % 4 != 0 || !aligned(4 * size_of(d.dtype))) return 1;
+  if (size_of(d.dtype) == 2 && d.channels % 8 == 0 && aligned(16)) return 8;
+  return 4;
 }
 
 scan::Elem elem_of(DType t) {
@@ -235,23 +239,28 @@ struct LinearScan::Impl {
   ScanAlgo algo = ScanAlgo::Auto;
   std::string reason;
 #if PRNN_WITH_CUDA
-  // Parallel scan: per mode, one tiling for 4-channel vectors (C % 4 == 0, aligned tensors) and
-  // one scalar; each call takes the vector one when its tensors allow. All variants share the
-  // workspace (status word, tile counter, records): every launch has a fresh epoch, so records
-  // of an earlier launch, whatever its layout, never match.
+  // Parallel scan: per mode, one tiling for each vector width the tensors may allow (1; 4:
+  // C % 4 == 0, aligned; 8: 16-bit, C % 8 == 0, 16-byte aligned); each call takes the widest its
+  // tensors allow (widest_vector). All variants share the workspace (status word, tile counter,
+  // records): every launch has a fresh epoch, so records of an earlier launch, whatever its
+  // layout, never match.
   struct Variant {
     scan::ParallelTiling tiling;
     scan::ScanParams base;
   };
-  Variant variant[2][2];  // [mode][vectorized]
+  static constexpr int kWidths[3] = {1, 4, 8};
+  Variant variant[2][3];  // [mode][vector width: 1, 4, 8]
   DeviceBuffer workspace;
 
-  const Variant& pick(scan::Mode mode, bool vectorized) const {
-    return variant[static_cast<int>(mode)][vectorized ? 1 : 0];
+  static int width_index(int vector) {
+    return vector == 8 ? 2 : (vector == 4 ? 1 : 0);
+  }
+  const Variant& pick(scan::Mode mode, int vector) const {
+    return variant[static_cast<int>(mode)][width_index(vector)];
   }
 
-  scan::ScanParams params(scan::Mode mode, bool vectorized, const void* lengths_ptr) {
-    scan::ScanParams p = pick(mode, vectorized).base;
+  scan::ScanParams params(scan::Mode mode, int vector, const void* lengths_ptr) {
+    scan::ScanParams p = pick(mode, vector).base;
     p.lengths = static_cast<const std::int32_t*>(lengths_ptr);
     return p;
   }
@@ -271,8 +280,8 @@ std::string LinearScan::can_implement(const ScanDesc& d, ScanAlgo algo) {
 #if PRNN_WITH_CUDA
   if (d.dtype == DType::F64) return "the GPU scans take f32, f16 or bf16, got f64";
   if (algo == ScanAlgo::Parallel || algo == ScanAlgo::Auto) {
-    for (bool vectorized : {false, true}) {
-      const auto tiling = scan::parallel_tiling(scan::Mode::Backward, d.channels, vectorized);
+    for (int vector : {1, 4}) {
+      const auto tiling = scan::parallel_tiling(scan::Mode::Backward, d.channels, vector);
       const std::int64_t tiles = (d.steps + tiling.tile_steps - 1) / tiling.tile_steps;
       if (tiles * d.batch * ((d.channels + tiling.lane_width - 1) / tiling.lane_width) > INT32_MAX)
         return fmt::format("parallel scan supports at most 2^31 tiles, got {} steps x {} lanes",
@@ -322,19 +331,24 @@ LinearScan::LinearScan(const ScanDesc& desc, ScanAlgo algo) : impl_(std::make_un
   std::size_t bytes = scan::kScanRecordsOffset;
   const bool contiguous_rows = p.stride_t == desc.channels;
   const int elem_bytes = static_cast<int>(size_of(desc.dtype));
+  // PRNN_SCAN_STAGED=0|1: 0 never stages rows through shared memory, 1 stages them wherever the
+  // tiling allows, also in launches of few tiles, and so takes 4-channel vectors where the
+  // 16-bit forward would hold 8 raw in registers. PRNN_SCAN_PACKED16=0|1: 0 never takes 8-channel
+  // vectors. For A/B runs and tests; unset: the widest vector, staged by tile count.
+  const std::optional<bool> staged = switch_knob("PRNN_SCAN_STAGED");
+  const bool packed16 = switch_knob("PRNN_SCAN_PACKED16").value_or(true) && !staged.value_or(false);
   for (scan::Mode mode : {scan::Mode::Forward, scan::Mode::Backward}) {
-    for (int v = 0; v < 2; ++v) {
+    for (int v = 0; v < 3; ++v) {
       Impl::Variant& var = s.variant[static_cast<int>(mode)][v];
       var.base = p;
       if (s.algo != ScanAlgo::Parallel) continue;
-      var.tiling = scan::parallel_tiling(mode, desc.channels, v == 1 && desc.channels % 4 == 0,
+      const int width = Impl::kWidths[v] == 8 && !packed16 ? 4 : Impl::kWidths[v];
+      var.tiling = scan::parallel_tiling(mode, desc.channels, desc.channels % 4 == 0 ? width : 1,
                                          elem_bytes, contiguous_rows);
       bytes = std::max(bytes, scan::plan_parallel_scan(var.tiling, var.base));
     }
   }
-  // PRNN_SCAN_STAGED=0|1: 0 never stages rows through shared memory, 1 stages them wherever the
-  // tiling allows, also in launches of few tiles (for A/B runs and tests; unset: by tile count).
-  if (const std::optional<bool> staged = switch_knob("PRNN_SCAN_STAGED")) {
+  if (staged) {
     for (auto& per_mode : s.variant) {
       for (Impl::Variant& var : per_mode) {
         if (*staged) var.tiling.staged_min_tiles = 0;
@@ -370,8 +384,9 @@ void LinearScan::forward(const ScanForwardArgs& args, cudaStream_t stream) {
     return cpu_forward<float>(d, args);
   }
 #if PRNN_WITH_CUDA
-  const bool vec = impl_->algo == ScanAlgo::Parallel &&
-                   vectorizable(d, {args.a, args.x, args.h0, args.h, args.h_final});
+  const int vec = impl_->algo == ScanAlgo::Parallel
+                      ? widest_vector(d, {args.a, args.x, args.h0, args.h, args.h_final})
+                      : 1;
   scan::ScanParams p = impl_->params(scan::Mode::Forward, vec, args.lengths);
   p.a = args.a.data();
   p.u = args.x.data();
@@ -402,9 +417,10 @@ void LinearScan::backward(const ScanBackwardArgs& args, cudaStream_t stream) {
     return cpu_backward<float>(d, args);
   }
 #if PRNN_WITH_CUDA
-  const bool vec =
-      impl_->algo == ScanAlgo::Parallel &&
-      vectorizable(d, {args.a, args.h, args.h0, args.dh, args.dh_final, args.da, args.dx, args.dh0});
+  const int vec = impl_->algo == ScanAlgo::Parallel
+                      ? widest_vector(d, {args.a, args.h, args.h0, args.dh, args.dh_final, args.da,
+                                          args.dx, args.dh0})
+                      : 1;
   scan::ScanParams p = impl_->params(scan::Mode::Backward, vec, args.lengths);
   p.a = args.a.data();
   p.u = args.dh.data();

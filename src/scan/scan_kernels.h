@@ -16,7 +16,7 @@ void launch_serial_scan(Mode mode, Elem elem, const ScanParams& p, cudaStream_t 
 
 // Tiled parallel scan with a deterministic multi-level lookback (device_scan.cu).
 struct ParallelTiling {
-  int vector = 1;           // V: channels per thread (4 needs C % 4 == 0 and aligned tensors)
+  int vector = 1;           // V: channels per thread (4 or 8: C % V == 0 and aligned tensors)
   int threads_per_row = 1;  // TPR
   int lane_width = 0;       // W = V * TPR: channels per tile
   int tile_steps = 0;       // L: steps per tile
@@ -26,11 +26,16 @@ struct ParallelTiling {
   // elements) were 6-13 % slower staged, of 2048 tiles 7 % faster.
   std::int64_t staged_min_tiles = 1024;
 };
-// contiguous_rows: a lane block's step is one contiguous row (stride_t == C: batch 1 or
-// batch-major); with C == W (fp32 at C = 4 and, from 2048 tiles, C = 8) the forward then stages
-// rows, as it does for 16-bit tensors with C % 8 == 0 in either layout.
-ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, bool vectorized,
+// widest_vector: the widest vector the call's tensors allow: 1; 4 (C % 4 == 0, aligned to 4
+// elements); 8 (16-bit, C % 8 == 0, aligned to 16 bytes), which the 16-bit forward at C >= 64
+// takes (8 channels a thread, held raw in registers). contiguous_rows: a lane block's step is one
+// contiguous row (stride_t == C: batch 1 or batch-major); with C == W (fp32 at C = 4 and, from
+// 2048 tiles, C = 8) the forward then stages rows, as it does for 16-bit tensors with C % 8 == 0
+// in either layout (C >= 64 only where 8-channel vectors are not allowed).
+ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, int widest_vector,
                                int elem_bytes = 4, bool contiguous_rows = false);
+// (A bool would convert to 1: say the width.)
+ParallelTiling parallel_tiling(Mode, std::int64_t, bool, int = 4, bool = false) = delete;
 void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, const ScanParams& p,
                           cudaStream_t stream);
 

@@ -750,6 +750,109 @@ __device__ __forceinline__ void tile_scan_registers(const ScanParams& p,
   if (threadIdx.x == 0) finish_tile(p, epoch, p.num_tiles);
 }
 
+// The register form of the plain 16-bit forward with 8-channel vectors (V = 8: 16-byte loads;
+// parallel_tiling: C % 8 == 0, C >= 64, 16-byte aligned tensors and steps). Each thread keeps its
+// R steps of a and x raw, 4 registers a step and tensor (half of what the same steps take in
+// fp32), converts them to fp32 to fold and again to rescan. At 4 threads per row (lane blocks of
+// 32 channels) and 8 steps, a tile is 16384 elements, moving as many bytes as an fp32 tile at the
+// same register footprint (2 CTAs per SM); its lookback is amortized over twice the elements of
+// the staged 16-bit tile. Measured on an H200 against the staged form (bench/scan/NOTES.md, lab
+// run 28), bf16 forward: C = 128 +22 %, C = 1024 +9-16 %, B = 4 C = 256 +9 %, C = 8192 and B = 8
+// C = 1536 level, C = 8192 T = 2048 -2 %; 8 threads per row (64-channel lane blocks, 8 channels
+// a warp in the lookback) spilled 268 bytes and lost 5-15 %.
+// Expects: Op the plain scan's forward op over 16-bit T (a = p.a, x = p.u), V = 8.
+template <class Op, class T, int V, int TPR, int R>
+__device__ __forceinline__ void tile_scan_packed16(const ScanParams& p,
+                                                   const typename Op::Args& args) {
+  static_assert(sizeof(T) == 2 && V == 8, "8 16-bit channels per thread");
+  static_assert(Op::kMode == Mode::Forward, "forward only");
+  using Step = typename Op::template Step<V>;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int k = lane % TPR;
+  const int row = warp * (32 / TPR) + lane / TPR;
+  const std::int64_t dir = scan_dir<Op::kMode>(p);
+  const unsigned epoch = *static_cast<volatile unsigned*>(p.epoch);
+  const TileCoords tc = tile_coords<V, TPR, R>(p, blockIdx.x, k, row);
+  const Lane& ln = tc.lane;
+  const std::int64_t t0 = dir > 0 ? tc.q0 : ln.len - 1 - tc.q0;
+  const std::int64_t at0 = ln.base + t0 * p.stride_t;
+  const std::int64_t step_at = dir * p.stride_t;
+  const std::int64_t left = ln.len - tc.q0;
+  const int valid = !ln.ok || left <= 0 ? 0 : (left >= R ? R : static_cast<int>(left));
+  const T* a = static_cast<const T*>(p.a);
+  const T* x = static_cast<const T*>(p.u);
+  auto unpack = [](const uint4& raw, float (&out)[V]) {
+    const Vec<T, V> v = *reinterpret_cast<const Vec<T, V>*>(&raw);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      if constexpr (std::is_same_v<T, __half>) out[i] = __half2float(v.v[i]);
+      else out[i] = __bfloat162float(v.v[i]);
+    }
+  };
+
+  // 1. Load the valid steps raw.
+  uint4 ra[R], rx[R];
+  if (valid == R) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      ra[r] = __ldg(reinterpret_cast<const uint4*>(a + at0 + r * step_at));
+      rx[r] = __ldg(reinterpret_cast<const uint4*>(x + at0 + r * step_at));
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      ra[r] = rx[r] = make_uint4(0, 0, 0, 0);
+      if (r < valid) {
+        ra[r] = __ldg(reinterpret_cast<const uint4*>(a + at0 + r * step_at));
+        rx[r] = __ldg(reinterpret_cast<const uint4*>(x + at0 + r * step_at));
+      }
+    }
+  }
+  float carry[kChannelsPerWarp<V * TPR>];
+  carry_init<V * TPR>(p, tc, carry,
+                      [&](std::int32_t b, std::int32_t c) { return Op::init(p, args, b, c); });
+
+  // 2. Fold, scan across rows, publish, look back.
+  Pair inc[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) inc[i] = Pair{1.0f, 0.0f};
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r < valid) {
+      float coef[V], in[V];
+      unpack(ra[r], coef);
+      unpack(rx[r], in);
+#pragma unroll
+      for (int i = 0; i < V; ++i) inc[i] = compose(inc[i], Pair{coef[i], in[i]});
+    }
+  }
+  float state[V];
+  tile_prefix<V, TPR, false>(p, epoch, tc, inc, carry, state);
+
+  // 3. Rescan from the raw steps and write.
+  if (ln.ok) {
+    const StepWalk pos_r = StepWalk{tc.q0, t0, at0, step_at, dir}.opaque();
+    if (tc.j == 0 && row == 0 && ln.len == 0) Op::template store_final<V>(p, args, ln, state);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const std::int64_t q = tc.q0 + r;
+      if (r < valid) {
+        float coef[V], in[V];
+        unpack(ra[r], coef);
+        unpack(rx[r], in);
+#pragma unroll
+        for (int i = 0; i < V; ++i) state[i] = fmaf(coef[i], state[i], in[i]);
+        Op::template store<V>(p, args, ln, pos_r(r), state, Step{});
+        if (q == ln.len - 1) Op::template store_final<V>(p, args, ln, state);
+      } else if (q >= ln.len && q < p.steps) {
+        Op::template store_padding<V>(p, args, ln, q);
+      }
+    }
+  }
+  if (threadIdx.x == 0) finish_tile(p, epoch, p.num_tiles);
+}
+
 // One tile of the scan (the body of every tile-scan kernel; 256 threads): the register form, or,
 // Staged, the shared-memory form (the launch guarantees 16-byte aligned tensors and steps).
 template <class Op, int V, int TPR, int R, bool Staged = false>
@@ -764,7 +867,7 @@ __device__ __forceinline__ void tile_scan(const ScanParams& p, const typename Op
 template <Mode M, int V, int TPR>
 inline constexpr int kStepsPerThread = steps_per_thread(M, V, TPR);
 template <Mode M, int V, int TPR>
-inline constexpr int kMinBlocks = (M == Mode::Forward && V == 4 && TPR >= 2) ? 2
+inline constexpr int kMinBlocks = (M == Mode::Forward && V >= 4 && TPR >= 2) ? 2
                                   : (M == Mode::Forward ? 3 : 2);
 // CTAs per SM of the staged (shared-memory) form, by element bytes and threads per row: its steps
 // are not held in registers. Measured on an H100 (bench/scan/NOTES.md): 16-bit 3 (80 registers; 4

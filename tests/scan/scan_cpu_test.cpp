@@ -138,30 +138,56 @@ TEST(ScanTiling, StagesRowsWhereStepsAreWholeChunks) {
   using scan::parallel_tiling;
   for (std::int64_t c : {8, 16, 40, 1024}) {
     for (bool contiguous : {false, true}) {
-      const scan::ParallelTiling t = parallel_tiling(Mode::Forward, c, true, 2, contiguous);
+      const scan::ParallelTiling t = parallel_tiling(Mode::Forward, c, 4, 2, contiguous);
       EXPECT_TRUE(t.staged) << "C = " << c;
       EXPECT_EQ(t.tile_steps, 256 / t.threads_per_row * 8) << "C = " << c;
     }
   }
-  EXPECT_EQ(parallel_tiling(Mode::Forward, 8, true, 2).threads_per_row, 2);
-  EXPECT_EQ(parallel_tiling(Mode::Forward, 1024, true, 2).threads_per_row, 8);
-  EXPECT_FALSE(parallel_tiling(Mode::Forward, 12, true, 2, true).staged);    // C % 8 != 0
-  EXPECT_FALSE(parallel_tiling(Mode::Forward, 4, true, 2, true).staged);     // 8-byte steps
-  EXPECT_FALSE(parallel_tiling(Mode::Backward, 1024, true, 2, true).staged);
-  EXPECT_FALSE(parallel_tiling(Mode::Forward, 1024, false, 2, true).staged);  // scalar lanes
-  EXPECT_TRUE(parallel_tiling(Mode::Forward, 4, true, 4, true).staged);
-  EXPECT_FALSE(parallel_tiling(Mode::Forward, 4, true, 4, false).staged);
-  const scan::ParallelTiling pair = parallel_tiling(Mode::Forward, 8, true, 4, true);
+  EXPECT_EQ(parallel_tiling(Mode::Forward, 8, 4, 2).threads_per_row, 2);
+  EXPECT_EQ(parallel_tiling(Mode::Forward, 1024, 4, 2).threads_per_row, 8);
+  EXPECT_FALSE(parallel_tiling(Mode::Forward, 12, 4, 2, true).staged);  // C % 8 != 0
+  EXPECT_FALSE(parallel_tiling(Mode::Forward, 4, 4, 2, true).staged);   // 8-byte steps
+  EXPECT_FALSE(parallel_tiling(Mode::Backward, 1024, 4, 2, true).staged);
+  EXPECT_FALSE(parallel_tiling(Mode::Forward, 1024, 1, 2, true).staged);  // scalar lanes
+  EXPECT_TRUE(parallel_tiling(Mode::Forward, 4, 4, 4, true).staged);
+  EXPECT_FALSE(parallel_tiling(Mode::Forward, 4, 4, 4, false).staged);
+  const scan::ParallelTiling pair = parallel_tiling(Mode::Forward, 8, 4, 4, true);
   EXPECT_TRUE(pair.staged);
   EXPECT_EQ(pair.threads_per_row, 2);
   EXPECT_EQ(pair.tile_steps, 128 * 8);
   EXPECT_EQ(pair.staged_min_tiles, 2048);
-  EXPECT_EQ(parallel_tiling(Mode::Forward, 4, true, 4, true).staged_min_tiles, 1024);
-  EXPECT_FALSE(parallel_tiling(Mode::Forward, 8, true, 4, false).staged);  // rows not contiguous
+  EXPECT_EQ(parallel_tiling(Mode::Forward, 4, 4, 4, true).staged_min_tiles, 1024);
+  EXPECT_FALSE(parallel_tiling(Mode::Forward, 8, 4, 4, false).staged);  // rows not contiguous
   for (std::int64_t c : {12, 16, 32, 128, 1024})  // two lane blocks, or 4-8 threads per row
-    EXPECT_FALSE(parallel_tiling(Mode::Forward, c, true, 4, true).staged) << "C = " << c;
-  EXPECT_FALSE(parallel_tiling(Mode::Backward, 8, true, 4, true).staged);
-  EXPECT_FALSE(parallel_tiling(Mode::Backward, 4, true, 4, true).staged);
+    EXPECT_FALSE(parallel_tiling(Mode::Forward, c, 4, 4, true).staged) << "C = " << c;
+  EXPECT_FALSE(parallel_tiling(Mode::Backward, 8, 4, 4, true).staged);
+  EXPECT_FALSE(parallel_tiling(Mode::Backward, 4, 4, 4, true).staged);
+}
+
+// 8-channel 16-bit vectors (held raw in registers): the forward at C >= 64 with C % 8 == 0 where
+// the tensors allow them, 4 threads per row (lane blocks of 32 channels), 512 steps a tile, not
+// staged; anywhere else the 4-channel tilings.
+TEST(ScanTiling, TakesEightChannelVectorsForThe16BitForward) {
+  using scan::Mode;
+  using scan::parallel_tiling;
+  for (std::int64_t c : {64, 72, 96, 1024, 8192}) {
+    for (bool contiguous : {false, true}) {
+      const scan::ParallelTiling t = parallel_tiling(Mode::Forward, c, 8, 2, contiguous);
+      EXPECT_EQ(t.vector, 8) << "C = " << c;
+      EXPECT_EQ(t.threads_per_row, 4) << "C = " << c;
+      EXPECT_EQ(t.lane_width, 32) << "C = " << c;
+      EXPECT_EQ(t.tile_steps, 512) << "C = " << c;
+      EXPECT_FALSE(t.staged) << "C = " << c;
+    }
+  }
+  EXPECT_EQ(parallel_tiling(Mode::Forward, 32, 8, 2).vector, 4);  // one lane block
+  EXPECT_EQ(parallel_tiling(Mode::Forward, 56, 8, 2).vector, 4);
+  EXPECT_EQ(parallel_tiling(Mode::Forward, 1028, 8, 2).vector, 4);   // C % 8 != 0
+  EXPECT_EQ(parallel_tiling(Mode::Forward, 1024, 8, 4).vector, 4);   // fp32
+  EXPECT_EQ(parallel_tiling(Mode::Backward, 1024, 8, 2).vector, 4);  // forward only
+  const scan::ParallelTiling narrow = parallel_tiling(Mode::Forward, 1024, 4, 2, true);
+  EXPECT_EQ(narrow.vector, 4);  // 8-byte alignment: 4-channel vectors, staged
+  EXPECT_TRUE(narrow.staged);
 }
 
 // Lane blocks of 4-channel vectors: up to 8 threads per row (32 channels), but a row that one
@@ -174,14 +200,14 @@ TEST(ScanTiling, SplitsARowThatOneLaneBlockWouldHold) {
                                                    {128, 8}, {1024, 8}};
   for (Mode m : {Mode::Forward, Mode::Backward}) {
     for (const auto& [c, tpr] : expected) {
-      const scan::ParallelTiling t = parallel_tiling(m, c, true);
+      const scan::ParallelTiling t = parallel_tiling(m, c, 4);
       EXPECT_EQ(t.threads_per_row, tpr) << "C = " << c;
       EXPECT_EQ(t.lane_width, 4 * tpr) << "C = " << c;
     }
   }
   // Scalar lanes (C % 4 != 0) are not split: 1 channel per thread, up to 32 per row.
-  EXPECT_EQ(parallel_tiling(Mode::Forward, 31, false).threads_per_row, 32);
-  EXPECT_EQ(parallel_tiling(Mode::Forward, 5, false).threads_per_row, 8);
+  EXPECT_EQ(parallel_tiling(Mode::Forward, 31, 1).threads_per_row, 32);
+  EXPECT_EQ(parallel_tiling(Mode::Forward, 5, 1).threads_per_row, 8);
 }
 
 // Tile lengths (256 threads a tile): 8 steps per thread for 4-channel vectors in the forward at 2+
@@ -193,10 +219,10 @@ TEST(ScanTiling, StepsPerTileByPassAndWidth) {
       {4, 4 * 256, 4 * 256},   {8, 8 * 128, 8 * 128},   {16, 8 * 128, 8 * 128},
       {32, 8 * 64, 8 * 64},    {36, 8 * 32, 4 * 32},    {1024, 8 * 32, 4 * 32}};
   for (const auto& [c, fwd, bwd] : expected) {
-    EXPECT_EQ(parallel_tiling(Mode::Forward, c, true).tile_steps, fwd) << "C = " << c;
-    EXPECT_EQ(parallel_tiling(Mode::Backward, c, true).tile_steps, bwd) << "C = " << c;
+    EXPECT_EQ(parallel_tiling(Mode::Forward, c, 4).tile_steps, fwd) << "C = " << c;
+    EXPECT_EQ(parallel_tiling(Mode::Backward, c, 4).tile_steps, bwd) << "C = " << c;
   }
-  EXPECT_EQ(parallel_tiling(Mode::Backward, 31, false).tile_steps, 8 * 8);
+  EXPECT_EQ(parallel_tiling(Mode::Backward, 31, 1).tile_steps, 8 * 8);
 }
 #endif
 

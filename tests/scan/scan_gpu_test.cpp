@@ -201,12 +201,21 @@ std::vector<GpuCase> cases() {
   v.push_back({300007, 1, 16, btc, rev, false, DType::BF16, ScanAlgo::Parallel, 0, true});
   v.push_back({2049, 2, 64, btc, rev, true, DType::BF16, ScanAlgo::Parallel, 4, true});
   v.push_back({2049, 2, 16, tbc, fwd, true, DType::F16, ScanAlgo::Parallel, 4, true});
-  // staged 16-bit rows at 8 threads per row, whose chunks come in by cp.async (4 CTAs per SM):
-  // three whole lane blocks in both layouts, reverse, lengths; and staged by the launch itself
-  // (1026 tiles)
+  // staged 16-bit rows at 8 threads per row, whose chunks come in by cp.async (4 CTAs per SM;
+  // where 8-channel vectors are allowed, only with PRNN_SCAN_STAGED=1 or PRNN_SCAN_PACKED16=0):
+  // three whole lane blocks in both layouts, reverse, lengths; and 1026 tiles
   v.push_back({2051, 3, 96, tbc, fwd, true, DType::BF16, ScanAlgo::Parallel, 0, true});
   v.push_back({2051, 3, 96, btc, rev, true, DType::F16, ScanAlgo::Parallel, 0, true});
-  v.push_back({131075, 1, 64, tbc, fwd, false, DType::BF16, ScanAlgo::Parallel});
+  v.push_back({131075, 1, 64, tbc, fwd, false, DType::BF16, ScanAlgo::Parallel, 0, true});
+  // 8-channel 16-bit vectors held raw in registers (the forward at C % 8 == 0, C >= 64, 16-byte
+  // aligned tensors): whole and partial lane blocks (C = 72: the third block of 32 holds 8), both
+  // layouts, reverse, lengths, a 2-level lookback (257 time tiles of 512 steps); and tensors
+  // aligned to 8 bytes only (4-channel vectors)
+  v.push_back({2049, 2, 64, btc, rev, true, DType::BF16, ScanAlgo::Parallel});
+  v.push_back({3001, 3, 72, tbc, fwd, true, DType::F16, ScanAlgo::Parallel});
+  v.push_back({2051, 3, 96, btc, fwd, false, DType::BF16, ScanAlgo::Parallel});
+  v.push_back({131075, 1, 64, btc, rev, true, DType::F16, ScanAlgo::Parallel});
+  v.push_back({2049, 2, 64, tbc, fwd, true, DType::BF16, ScanAlgo::Parallel, 4});
   // the same shapes as the launch picks (few tiles: the register form)
   v.push_back({3001, 3, 40, tbc, fwd, true, DType::F16, ScanAlgo::Parallel});
   v.push_back({300007, 1, 16, btc, rev, false, DType::BF16, ScanAlgo::Parallel});
