@@ -334,9 +334,12 @@ LinearScan::LinearScan(const ScanDesc& desc, ScanAlgo algo) : impl_(std::make_un
   // PRNN_SCAN_STAGED=0|1: 0 never stages rows through shared memory, 1 stages them wherever the
   // tiling allows, also in launches of few tiles, and so takes 4-channel vectors where the
   // 16-bit forward would hold 8 raw in registers. PRNN_SCAN_PACKED16=0|1: 0 never takes 8-channel
-  // vectors. For A/B runs and tests; unset: the widest vector, staged by tile count.
+  // vectors, 1 takes them wherever the tiling allows, also in launches of few tiles. For A/B runs
+  // and tests; unset: the widest vector from kPacked16MinTiles tiles, staged by tile count.
   const std::optional<bool> staged = switch_knob("PRNN_SCAN_STAGED");
-  const bool packed16 = switch_knob("PRNN_SCAN_PACKED16").value_or(true) && !staged.value_or(false);
+  const std::optional<bool> packed_knob = switch_knob("PRNN_SCAN_PACKED16");
+  const bool packed16 = packed_knob.value_or(true) && !staged.value_or(false);
+  const std::int64_t packed_min_tiles = packed_knob.value_or(false) ? 0 : scan::kPacked16MinTiles;
   for (scan::Mode mode : {scan::Mode::Forward, scan::Mode::Backward}) {
     for (int v = 0; v < 3; ++v) {
       Impl::Variant& var = s.variant[static_cast<int>(mode)][v];
@@ -345,7 +348,13 @@ LinearScan::LinearScan(const ScanDesc& desc, ScanAlgo algo) : impl_(std::make_un
       const int width = Impl::kWidths[v] == 8 && !packed16 ? 4 : Impl::kWidths[v];
       var.tiling = scan::parallel_tiling(mode, desc.channels, desc.channels % 4 == 0 ? width : 1,
                                          elem_bytes, contiguous_rows);
-      bytes = std::max(bytes, scan::plan_parallel_scan(var.tiling, var.base));
+      std::size_t need = scan::plan_parallel_scan(var.tiling, var.base);
+      if (var.tiling.vector == 8 && var.base.num_tiles < packed_min_tiles) {
+        var.base = p;
+        var.tiling = scan::parallel_tiling(mode, desc.channels, 4, elem_bytes, contiguous_rows);
+        need = scan::plan_parallel_scan(var.tiling, var.base);
+      }
+      bytes = std::max(bytes, need);
     }
   }
   if (staged) {

@@ -34,6 +34,11 @@ struct ParallelTiling {
 // in either layout (C >= 64 only where 8-channel vectors are not allowed).
 ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, int widest_vector,
                                int elem_bytes = 4, bool contiguous_rows = false);
+// Fewest tiles a 16-bit forward launch needs to take 8-channel vectors (fewer: 4-channel ones).
+// Its tiles are twice as long, so a small launch has half as many and leaves SMs idle: measured
+// on an H200 (bench/scan/NOTES.md, lab run 28), bf16 at 1M elements (64 tiles) 18-22 % slower,
+// from 1024 tiles 0-29 % faster.
+inline constexpr std::int64_t kPacked16MinTiles = 1024;
 // (A bool would convert to 1: say the width.)
 ParallelTiling parallel_tiling(Mode, std::int64_t, bool, int = 4, bool = false) = delete;
 void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, const ScanParams& p,

@@ -30,6 +30,9 @@ struct GpuCase {
   // PRNN_SCAN_STAGED=1: stage rows wherever the tiling allows, also in these small launches
   // (unset, a launch stages only from 1024 tiles on).
   bool force_staged = false;
+  // PRNN_SCAN_PACKED16=1: 8-channel 16-bit vectors wherever the tiling allows, also in these small
+  // launches (unset, a launch takes them only from kPacked16MinTiles tiles on).
+  bool force_packed = false;
 };
 
 std::string name_of(const ::testing::TestParamInfo<GpuCase>& info) {
@@ -39,7 +42,7 @@ std::string name_of(const ::testing::TestParamInfo<GpuCase>& info) {
          (g.layout == ScanLayout::TimeMajor ? "_tbc" : "_btc") +
          (g.direction == ScanDirection::Forward ? "_fwd" : "_rev") + (g.lengths ? "_len" : "") +
          (g.misalign != 0 ? "_misaligned" + std::to_string(g.misalign) : "") +
-         (g.force_staged ? "_staged" : "");
+         (g.force_staged ? "_staged" : "") + (g.force_packed ? "_packed" : "");
 }
 
 // A device tensor, optionally starting `misalign` elements into its allocation.
@@ -91,8 +94,10 @@ TEST_P(ScanGpu, MatchesReference) {
   const Device dev = Device::cuda(0);
 
   if (g.force_staged) setenv("PRNN_SCAN_STAGED", "1", 1);
+  if (g.force_packed) setenv("PRNN_SCAN_PACKED16", "1", 1);
   LinearScan scan(sc.desc, g.algo);
   unsetenv("PRNN_SCAN_STAGED");
+  unsetenv("PRNN_SCAN_PACKED16");
   ASSERT_EQ(scan.algo(), g.algo);
   const int mis = g.misalign;
   DevTensor a = upload(s.a, g.dtype, mis), x = upload(s.x, g.dtype, mis);
@@ -209,13 +214,14 @@ std::vector<GpuCase> cases() {
   v.push_back({131075, 1, 64, tbc, fwd, false, DType::BF16, ScanAlgo::Parallel, 0, true});
   // 8-channel 16-bit vectors held raw in registers (the forward at C % 8 == 0, C >= 64, 16-byte
   // aligned tensors): whole and partial lane blocks (C = 72: the third block of 32 holds 8), both
-  // layouts, reverse, lengths, a 2-level lookback (257 time tiles of 512 steps); and tensors
-  // aligned to 8 bytes only (4-channel vectors)
-  v.push_back({2049, 2, 64, btc, rev, true, DType::BF16, ScanAlgo::Parallel});
-  v.push_back({3001, 3, 72, tbc, fwd, true, DType::F16, ScanAlgo::Parallel});
-  v.push_back({2051, 3, 96, btc, fwd, false, DType::BF16, ScanAlgo::Parallel});
-  v.push_back({131075, 1, 64, btc, rev, true, DType::F16, ScanAlgo::Parallel});
-  v.push_back({2049, 2, 64, tbc, fwd, true, DType::BF16, ScanAlgo::Parallel, 4});
+  // layouts, reverse, lengths, a 2-level lookback (257 time tiles of 512 steps); taken by the
+  // launch itself (1026 tiles); and tensors aligned to 8 bytes only (4-channel vectors)
+  v.push_back({2049, 2, 64, btc, rev, true, DType::BF16, ScanAlgo::Parallel, 0, false, true});
+  v.push_back({3001, 3, 72, tbc, fwd, true, DType::F16, ScanAlgo::Parallel, 0, false, true});
+  v.push_back({2051, 3, 96, btc, fwd, false, DType::BF16, ScanAlgo::Parallel, 0, false, true});
+  v.push_back({131075, 1, 64, btc, rev, true, DType::F16, ScanAlgo::Parallel, 0, false, true});
+  v.push_back({262147, 1, 64, tbc, fwd, false, DType::BF16, ScanAlgo::Parallel});
+  v.push_back({2049, 2, 64, tbc, fwd, true, DType::BF16, ScanAlgo::Parallel, 4, false, true});
   // the same shapes as the launch picks (few tiles: the register form)
   v.push_back({3001, 3, 40, tbc, fwd, true, DType::F16, ScanAlgo::Parallel});
   v.push_back({300007, 1, 16, btc, rev, false, DType::BF16, ScanAlgo::Parallel});
