@@ -47,6 +47,8 @@
 // alone (datapath_lab.cu, H200, no lookback) 245 -> 314-355 G elem/s in fp32 at C = 4 and 32, 280
 // -> 553-580 in bf16; in the kernel (H100) the bf16 forward -3 to +6 % at 3 CTAs per SM, the fp32
 // forward at C = 4 +4 %; the cp.async copy-in at 4 CTAs per SM (H200) +3-14 % in bf16 at C >= 128.
+// The plain 16-bit forward at C >= 64 has a third form, tile_scan_packed16 (8 channels a thread,
+// held raw in registers; tiles of 16384 elements), which it takes from 1024 tiles on.
 #pragma once
 
 #include <cuda_bf16.h>
