@@ -4,18 +4,20 @@
 #   bench/scan/prepared_run.sh OUT
 # builds prnn_cli (build/gpu); times the tree against patches/forward_c4_8_steps.patch (the
 # forward at one thread per row with 8 steps, not 4: the staged fp32 tile at C = 4 twice as long)
-# over three rounds into OUT/lab.csv and OUT/medians.txt; builds the stamped tree
+# and patches/packed16_narrow.patch (8-channel 16-bit vectors also at C = 16..56, lane blocks of
+# 8 or 16 channels) over three rounds into OUT/lab.csv and OUT/medians.txt; builds the stamped tree
 # (patches/tile_stamps.patch, which also stamps the 8-channel 16-bit tile) and stamps the bf16
 # forward at four shapes with 8-channel vectors and again with the staged rows
-# (PRNN_SCAN_PACKED16=0), writing OUT/stamps.txt (stamps.py per launch). About 4 minutes on an
+# (PRNN_SCAN_PACKED16=0), writing OUT/stamps.txt (stamps.py per launch). About 5 minutes on an
 # H200.
 set -euo pipefail
 out=${1:?usage: bench/scan/prepared_run.sh OUT}
 mkdir -p "$out"
 cmake --preset gpu >"$out/configure.log" 2>&1
 cmake --build --preset gpu -j "$(nproc)" --target prnn_cli >"$out/build.log" 2>&1
-SHAPES=${SHAPES:-"4194304:1:4 16777216:1:4 1048576:4:4 65536:1:1024"} ROUNDS=3 bench/scan/lab.sh \
-  base '' c4r8 bench/scan/patches/forward_c4_8_steps.patch \
+SHAPES=${SHAPES:-"4194304:1:4 16777216:1:4 1048576:4:4 4194304:1:16 2097152:1:32 8388608:1:32 1048576:1:48 65536:1:1024"} \
+  ROUNDS=3 bench/scan/lab.sh base '' c4r8 bench/scan/patches/forward_c4_8_steps.patch \
+  narrow bench/scan/patches/packed16_narrow.patch \
   stamps bench/scan/patches/tile_stamps.patch >"$out/lab.csv"
 python3 bench/scan/lab_medians.py "$out/lab.csv" base >"$out/medians.txt"
 cat "$out/medians.txt"
