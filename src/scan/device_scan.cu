@@ -296,12 +296,11 @@ void launch_parallel_scan(Mode mode, Elem elem, const ParallelTiling& tiling, co
   // tiles (under staged_min_tiles), whose time is one tile's latency, which staging lengthens.
   const int elem_bytes = elem == Elem::F32 ? 4 : 2;
   auto aligned16 = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
-  const bool staged = tiling.staged && p.num_tiles >= tiling.staged_min_tiles && aligned16(p.a) &&
-                      aligned16(p.u) && aligned16(p.out) &&
-                      (p.stride_t * elem_bytes) % 16 == 0 && (p.stride_b * elem_bytes) % 16 == 0;
+  const bool chunks16 = aligned16(p.a) && aligned16(p.u) && aligned16(p.out) &&
+                        (p.stride_t * elem_bytes) % 16 == 0 && (p.stride_b * elem_bytes) % 16 == 0;
+  const bool staged = tiling.staged && p.num_tiles >= tiling.staged_min_tiles && chunks16;
   // 8-channel vectors: the caller checked every tensor's alignment (linear_scan.cpp).
-  if (vector == 8 && !(aligned16(p.a) && aligned16(p.u) && aligned16(p.out) &&
-                       (p.stride_t * elem_bytes) % 16 == 0 && (p.stride_b * elem_bytes) % 16 == 0))
+  if (vector == 8 && !chunks16)
     throw InternalError("parallel scan: 8-channel vectors need 16-byte aligned tensors and steps");
   const KernelChoice choice = mode == Mode::Forward
                                   ? select_elem<Mode::Forward>(elem, vector, tpr, staged)

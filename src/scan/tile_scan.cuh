@@ -785,12 +785,7 @@ __device__ __forceinline__ void tile_scan_packed16(const ScanParams& p,
   const T* a = static_cast<const T*>(p.a);
   const T* x = static_cast<const T*>(p.u);
   auto unpack = [](const uint4& raw, float (&out)[V]) {
-    const Vec<T, V> v = *reinterpret_cast<const Vec<T, V>*>(&raw);
-#pragma unroll
-    for (int i = 0; i < V; ++i) {
-      if constexpr (std::is_same_v<T, __half>) out[i] = __half2float(v.v[i]);
-      else out[i] = __bfloat162float(v.v[i]);
-    }
+    load_vec<T, V>(reinterpret_cast<const T*>(&raw), out);
   };
 
   // 1. Load the valid steps raw.
