@@ -202,7 +202,11 @@ KernelChoice select_shape(int vector, int tpr, bool staged) {
   }
   if (vector == 8) {
     if constexpr (M == Mode::Forward && sizeof(T) == 2)
-      if (tpr == kPacked16Tpr) return kernel_of<T, M, 8, kPacked16Tpr>();
+      switch (tpr) {
+        case 2: return kernel_of<T, M, 8, 2>();
+        case kPacked16Tpr: return kernel_of<T, M, 8, kPacked16Tpr>();
+        default: break;
+      }
     return {};
   }
   if (vector == 4) {
@@ -242,14 +246,17 @@ constexpr std::int64_t kStagedPairMinTiles = 2048;
 
 ParallelTiling parallel_tiling(Mode mode, std::int64_t channels, int widest_vector,
                                int elem_bytes, bool contiguous_rows) {
-  // 8-channel 16-bit vectors held raw in registers (tile_scan_packed16): the forward at C >= 64,
-  // two lane blocks of 32 channels or more (at C = 32 one block would be one lookback chain; the
-  // narrower forms below split it in two).
+  // 8-channel 16-bit vectors held raw in registers (tile_scan_packed16): the forward at C >= 32,
+  // in lane blocks of 32 channels from C = 64 and of 16 at C = 32..56, so that a row is two
+  // lookback chains or more (one block would be one chain; the 4-channel forms below split it in
+  // two for the same reason). Lane blocks of 8 (one thread per row, C = 16..24) measured slower
+  // than the staged 4-channel rows (bench/scan/NOTES.md, lab 29: C = 16 -23 %).
   if (widest_vector == 8 && mode == Mode::Forward && elem_bytes == 2 && channels % 8 == 0 &&
-      channels >= 64)
-    return ParallelTiling{8, kPacked16Tpr, 8 * kPacked16Tpr,
-                          kTileThreads / kPacked16Tpr * steps_per_thread(mode, 8, kPacked16Tpr),
+      channels >= 32) {
+    const int tpr = channels >= 64 ? kPacked16Tpr : 2;
+    return ParallelTiling{8, tpr, 8 * tpr, kTileThreads / tpr * steps_per_thread(mode, 8, tpr),
                           false};
+  }
   const bool vectorized = widest_vector >= 4;
   const int vector = vectorized ? 4 : 1;
   const int max_tpr = vectorized ? 8 : 32;

@@ -27,7 +27,7 @@ struct ParallelTiling {
   std::int64_t staged_min_tiles = 1024;
 };
 // widest_vector: the widest vector the call's tensors allow: 1; 4 (C % 4 == 0, aligned to 4
-// elements); 8 (16-bit, C % 8 == 0, aligned to 16 bytes), which the 16-bit forward at C >= 64
+// elements); 8 (16-bit, C % 8 == 0, aligned to 16 bytes), which the 16-bit forward at C >= 32
 // takes (8 channels a thread, held raw in registers). contiguous_rows: a lane block's step is one
 // contiguous row (stride_t == C: batch 1 or batch-major); with C == W (fp32 at C = 4 and, from
 // 2048 tiles, C = 8) the forward then stages rows, as it does for 16-bit tensors with C % 8 == 0

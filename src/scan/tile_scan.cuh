@@ -47,7 +47,7 @@
 // alone (datapath_lab.cu, H200, no lookback) 245 -> 314-355 G elem/s in fp32 at C = 4 and 32, 280
 // -> 553-580 in bf16; in the kernel (H100) the bf16 forward -3 to +6 % at 3 CTAs per SM, the fp32
 // forward at C = 4 +4 %; the cp.async copy-in at 4 CTAs per SM (H200) +3-14 % in bf16 at C >= 128.
-// The plain 16-bit forward at C >= 64 has a third form, tile_scan_packed16 (8 channels a thread,
+// The plain 16-bit forward at C >= 32 has a third form, tile_scan_packed16 (8 channels a thread,
 // held raw in registers; tiles of 16384 elements), which it takes from 1024 tiles on.
 #pragma once
 
@@ -753,15 +753,16 @@ __device__ __forceinline__ void tile_scan_registers(const ScanParams& p,
 }
 
 // The register form of the plain 16-bit forward with 8-channel vectors (V = 8: 16-byte loads;
-// parallel_tiling: C % 8 == 0, C >= 64, 16-byte aligned tensors and steps). Each thread keeps its
+// parallel_tiling: C % 8 == 0, C >= 32, 16-byte aligned tensors and steps). Each thread keeps its
 // R steps of a and x raw, 4 registers a step and tensor (half of what the same steps take in
 // fp32), converts them to fp32 to fold and again to rescan. At 4 threads per row (lane blocks of
-// 32 channels) and 8 steps, a tile is 16384 elements, moving as many bytes as an fp32 tile at the
-// same register footprint (2 CTAs per SM); its lookback is amortized over twice the elements of
+// 32 channels; 2 and 16 at C = 32..56) and 8 steps, a tile is 16384 elements, moving as many
+// bytes as an fp32 tile at the same register footprint (2 CTAs per SM); its lookback is amortized over twice the elements of
 // the staged 16-bit tile. Measured on an H200 against the staged form (bench/scan/NOTES.md, lab
 // run 28), bf16 forward: C = 128 +22 %, C = 1024 +9-16 %, B = 4 C = 256 +9 %, C = 8192 and B = 8
 // C = 1536 level, C = 8192 T = 2048 -2 %; 8 threads per row (64-channel lane blocks, 8 channels
-// a warp in the lookback) spilled 268 bytes and lost 5-15 %.
+// a warp in the lookback) spilled 268 bytes and lost 5-15 %. At 2 threads per row (lab run 29):
+// C = 32 +13-14 %, C = 48 +76 %; at 1 (C = 16) -23 %, not taken.
 // Expects: Op the plain scan's forward op over 16-bit T (a = p.a, x = p.u), V = 8.
 template <class Op, class T, int V, int TPR, int R>
 __device__ __forceinline__ void tile_scan_packed16(const ScanParams& p,

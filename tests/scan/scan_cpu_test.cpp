@@ -164,9 +164,9 @@ TEST(ScanTiling, StagesRowsWhereStepsAreWholeChunks) {
   EXPECT_FALSE(parallel_tiling(Mode::Backward, 4, 4, 4, true).staged);
 }
 
-// 8-channel 16-bit vectors (held raw in registers): the forward at C >= 64 with C % 8 == 0 where
-// the tensors allow them, 4 threads per row (lane blocks of 32 channels), 512 steps a tile, not
-// staged; anywhere else the 4-channel tilings.
+// 8-channel 16-bit vectors (held raw in registers): the forward at C >= 32 with C % 8 == 0 where
+// the tensors allow them, 4 threads per row from C = 64 (lane blocks of 32 channels) and 2 at
+// C = 32..56 (16), 16384 elements a tile, not staged; anywhere else the 4-channel tilings.
 TEST(ScanTiling, TakesEightChannelVectorsForThe16BitForward) {
   using scan::Mode;
   using scan::parallel_tiling;
@@ -180,8 +180,15 @@ TEST(ScanTiling, TakesEightChannelVectorsForThe16BitForward) {
       EXPECT_FALSE(t.staged) << "C = " << c;
     }
   }
-  EXPECT_EQ(parallel_tiling(Mode::Forward, 32, 8, 2).vector, 4);  // one lane block
-  EXPECT_EQ(parallel_tiling(Mode::Forward, 56, 8, 2).vector, 4);
+  for (std::int64_t c : {32, 40, 48, 56}) {  // two lane blocks or more, of 16 channels
+    const scan::ParallelTiling t = parallel_tiling(Mode::Forward, c, 8, 2);
+    EXPECT_EQ(t.vector, 8) << "C = " << c;
+    EXPECT_EQ(t.threads_per_row, 2) << "C = " << c;
+    EXPECT_EQ(t.lane_width, 16) << "C = " << c;
+    EXPECT_EQ(t.tile_steps, 1024) << "C = " << c;
+  }
+  EXPECT_EQ(parallel_tiling(Mode::Forward, 16, 8, 2).vector, 4);  // lane blocks of 8: slower
+  EXPECT_EQ(parallel_tiling(Mode::Forward, 24, 8, 2).vector, 4);
   EXPECT_EQ(parallel_tiling(Mode::Forward, 1028, 8, 2).vector, 4);   // C % 8 != 0
   EXPECT_EQ(parallel_tiling(Mode::Forward, 1024, 8, 4).vector, 4);   // fp32
   EXPECT_EQ(parallel_tiling(Mode::Backward, 1024, 8, 2).vector, 4);  // forward only

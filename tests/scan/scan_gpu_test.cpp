@@ -212,7 +212,7 @@ std::vector<GpuCase> cases() {
   v.push_back({2051, 3, 96, tbc, fwd, true, DType::BF16, ScanAlgo::Parallel, 0, true});
   v.push_back({2051, 3, 96, btc, rev, true, DType::F16, ScanAlgo::Parallel, 0, true});
   v.push_back({131075, 1, 64, tbc, fwd, false, DType::BF16, ScanAlgo::Parallel, 0, true});
-  // 8-channel 16-bit vectors held raw in registers (the forward at C % 8 == 0, C >= 64, 16-byte
+  // 8-channel 16-bit vectors held raw in registers (the forward at C % 8 == 0, C >= 32, 16-byte
   // aligned tensors): whole and partial lane blocks (C = 72: the third block of 32 holds 8), both
   // layouts, reverse, lengths, a 2-level lookback (257 time tiles of 512 steps); taken by the
   // launch itself (1026 tiles); and tensors aligned to 8 bytes only (4-channel vectors)
@@ -221,6 +221,11 @@ std::vector<GpuCase> cases() {
   v.push_back({2051, 3, 96, btc, fwd, false, DType::BF16, ScanAlgo::Parallel, 0, false, true});
   v.push_back({131075, 1, 64, btc, rev, true, DType::F16, ScanAlgo::Parallel, 0, false, true});
   v.push_back({262147, 1, 64, tbc, fwd, false, DType::BF16, ScanAlgo::Parallel});
+  // ... at C = 32..56: lane blocks of 16 channels (two threads per row)
+  v.push_back({2051, 3, 32, tbc, fwd, false, DType::BF16, ScanAlgo::Parallel, 0, false, true});
+  v.push_back({2049, 2, 56, btc, rev, true, DType::F16, ScanAlgo::Parallel, 0, false, true});
+  v.push_back({131075, 1, 40, btc, fwd, true, DType::BF16, ScanAlgo::Parallel, 0, false, true});
+  v.push_back({524291, 1, 32, tbc, rev, false, DType::BF16, ScanAlgo::Parallel});  // 1026 tiles
   v.push_back({2049, 2, 64, tbc, fwd, true, DType::BF16, ScanAlgo::Parallel, 4, false, true});
   // the same shapes as the launch picks (few tiles: the register form)
   v.push_back({3001, 3, 40, tbc, fwd, true, DType::F16, ScanAlgo::Parallel});
