@@ -77,7 +77,7 @@ persistent::Tiling layer_tiling(const RnnDesc& desc, std::int64_t batch, int dev
                                 const PersistentKnobs& knobs) {
   return persistent::tile(gate_count(desc.cell), desc.hidden_size, batch,
                           device_info(device).sm_count, desc.weight_dtype, knobs.tensor_cores,
-                          knobs.warp_rows);
+                          knobs.warp_rows, knobs.gated_mma);
 }
 
 }  // namespace
@@ -100,6 +100,7 @@ PersistentKnobs PersistentKnobs::from_environment() {
     k.finish_barrier = *on ? 1 : 0;
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_GRAPHS")) k.graphs = *on;
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_WARP_ROWS")) k.warp_rows = *on;
+  if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_GATED_MMA")) k.gated_mma = *on;
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_INPUT_PROJECTION"))
     k.input_projection = *on ? 1 : 0;
   k.skinny_gemm = skinny_choice_from_environment();

@@ -148,6 +148,9 @@ enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 //                                              staged or tensor-core shape instead of the
 //                                              gated warp-rows kernels (both passes; tiling.h),
 //                                              for A/B runs
+//   PRNN_PERSISTENT_GATED_MMA=0|1              0: the 16-bit gated warp-rows forward's
+//                                              product on the FMA pipes (weights widened to
+//                                              fp32) instead of tensor cores, for A/B runs
 //   PRNN_PERSISTENT_INPUT_PROJECTION=0|1       where the warp-rows forward can compute W_ih x
 //                                              itself: unset, for T <= 4 (tiling.h); 0 never
 //                                              (the input GEMM), 1 at every T; for A/B runs
@@ -171,6 +174,9 @@ struct PersistentKnobs {
   // Whether layers at small batches may run on the warp-rows kernels, vanilla and gated
   // (PRNN_PERSISTENT_WARP_ROWS=0 keeps them on the other shapes, for A/B runs).
   bool warp_rows = true;
+  // Whether a 16-bit GRU / LSTM forward on the gated warp rows takes its product on tensor cores
+  // (PRNN_PERSISTENT_GATED_MMA=0 keeps the FMAs, for A/B runs).
+  bool gated_mma = true;
   // Whether a warp-rows forward computes W_ih x itself where it can, instead of an input GEMM
   // before the launch: -1 as persistent::wants_input_in_kernel decides by T, 0 never, 1 always
   // (PRNN_PERSISTENT_INPUT_PROJECTION, for A/B runs).

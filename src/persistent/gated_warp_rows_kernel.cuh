@@ -21,6 +21,9 @@
 //           its 9·kRec·BB FMAs and a warp reduce-scatter of its 3·BB sums (fixed order:
 //           deterministic). The warps of gates 1..NG−1 leave theirs in shared memory, all warps
 //           meet at barrier 2 (hand_over_sums), and lane 3i + c of the gate-0 warps finishes
+//           (WS 16-bit: the product on tensor cores instead, GatedMma below: the records go to
+//           shared memory as h's hi and lo, each warp its k-slice of every row, partial sums to
+//           shared memory, barrier 2, and the finisher adds them)
 //           unit c of batch element i: the cell with the NG
 //           sums (biases kept in registers), the record of batch element i gathered into lane 3i
 //           by shuffles and published, then every store of the unit (kernel_common.cuh).
@@ -79,10 +82,116 @@ __device__ __forceinline__ void hand_over_sums(float (*sums)[kSums], int gate, i
   asm volatile("bar.sync 2, %0;" ::"r"(threads) : "memory");
 }
 
-template <int NG, int kRec, int BB, int kOwn, int kMaxThreads>
+// The gated warp-rows forward's product on tensor cores (16-bit weights, B ≤ 4): the CTA's
+// kUnits = 3·Wr units (Wr = kMaxThreads / 32 / NG records, as the shapes give) have NG·kUnits
+// rows of W_hh, CTA row r = q·kUnits + j being gate q of unit j, padded to kMT row tiles of 16,
+// held as mma.sync m16n8k16 A fragments (16-bit, exact): warp w the k-tiles [w·kKT, (w+1)·kKT)
+// of every row tile (72 A registers for LSTM Wr = 3). The polled records go to shared memory as
+// h's 16-bit hi and lo (h = hi + lo to about 2^-16 relative), batch element i in row i (hi) and
+// 4 + i (lo) of the mma's n tile, so one mma per fragment takes both products; each warp's
+// partial sums, hi and lo added (lanes 2 apart, in that order), go to s_red [warp][row][batch];
+// the finisher adds the kWarps partial sums of each of its unit's gates in warp order
+// (deterministic). Against the FMAs: 18 mma and 12 B-fragment loads a warp and step (LSTM
+// H = 1152) instead of 432 FFMA and 48 LDS.128.
+template <int NG, int kRec, int kMaxThreads>
+struct GatedMma {
+  static constexpr int kWr = kMaxThreads / 32 / NG;
+  static constexpr int kWarps = kWr * NG;
+  static constexpr int kUnits = kR3 * kWr;
+  static constexpr int kMT = (NG * kUnits + 15) / 16;
+  static constexpr int kKT = (kR3 * 32 * kRec / 16 + kWarps - 1) / kWarps;
+  static constexpr int kStride = kWarps * kKT * 16 + kStagePad;  // a staged row, 16-bit elements
+
+  template <DType WS>
+  __device__ static void load_fragments(const Params& p, int unit0, int warp, int lane,
+                                        unsigned (&a)[kMT][kKT][4]) {
+    const int H = p.hidden, grp = lane >> 2, tig = lane & 3;
+    const auto weight = [&](int r, int col) {
+      const int q = r / kUnits, unit = unit0 + r % kUnits;
+      if (r >= NG * kUnits || col >= H || unit >= H || warp >= kWarps) return 0.0f;
+      return p.w[(static_cast<std::int64_t>(q) * H + unit) * H + col];
+    };
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int kt = 0; kt < kKT; ++kt) {
+        const int m = mt * 16 + grp, k = (warp * kKT + kt) * 16 + 2 * tig;
+        a[mt][kt][0] = pack16<WS>(weight(m, k), weight(m, k + 1));
+        a[mt][kt][1] = pack16<WS>(weight(m + 8, k), weight(m + 8, k + 1));
+        a[mt][kt][2] = pack16<WS>(weight(m, k + 8), weight(m, k + 9));
+        a[mt][kt][3] = pack16<WS>(weight(m + 8, k + 8), weight(m + 8, k + 9));
+      }
+  }
+
+  // Record k of batch element i (its 3 units, zeros past H) as hi and lo.
+  template <DType WS>
+  __device__ static void stage_record(unsigned short* stage, int i, int k, const float4& r) {
+    const float v[kR3] = {r.x, r.y, r.z};
+#pragma unroll
+    for (int c = 0; c < kR3; ++c) {
+      unsigned short hi, lo;
+      split16<WS>(v[c], hi, lo);
+      stage[i * kStride + kR3 * k + c] = hi;
+      stage[(4 + i) * kStride + kR3 * k + c] = lo;
+    }
+  }
+
+  template <DType WS>
+  __device__ static void products(const unsigned (&a)[kMT][kKT][4], const unsigned short* stage,
+                                 float (*red)[16 * kMT][4], int warp, int lane) {
+    const int grp = lane >> 2, tig = lane & 3;
+    float acc[kMT][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.0f;
+    if (warp < kWarps) {
+#pragma unroll
+      for (int kt = 0; kt < kKT; ++kt) {
+        const int at = grp * kStride + (warp * kKT + kt) * 16 + 2 * tig;
+        const unsigned b0 = *reinterpret_cast<const unsigned*>(stage + at);
+        const unsigned b1 = *reinterpret_cast<const unsigned*>(stage + at + 8);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) mma_16816<WS>(acc[mt], a[mt][kt], b0, b1);
+      }
+    }
+    // Columns n = 2·tig, 2·tig + 1: hi of batch elements 2·tig.. (tig < 2), lo of 2·(tig − 2)..
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][e] += __shfl_xor_sync(0xFFFFFFFFu, acc[mt][e], 2);
+    if (tig < 2 && warp < kWarps) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        *reinterpret_cast<float2*>(&red[warp][mt * 16 + grp][2 * tig]) =
+            make_float2(acc[mt][0], acc[mt][1]);
+        *reinterpret_cast<float2*>(&red[warp][mt * 16 + grp + 8][2 * tig]) =
+            make_float2(acc[mt][2], acc[mt][3]);
+      }
+    }
+  }
+
+  // The NG sums of unit j (of the CTA) and batch element b, each over the warps in order.
+  __device__ static void gate_sums(const float (*red)[16 * kMT][4], int j, int b, bool live,
+                                   float (&mv)[NG]) {
+#pragma unroll
+    for (int q = 0; q < NG; ++q) {
+      float m = 0.0f;
+      if (live) {
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) m += red[w][q * kUnits + j][b];
+      }
+      mv[q] = m;
+    }
+  }
+};
+
+template <int NG, int kRec, int BB, int kOwn, int kMaxThreads, DType WS = DType::F32>
 __global__ void __launch_bounds__(kMaxThreads, 1)
     gated_warp_rows_forward_kernel(const Params p) {
   static_assert(NG == 3 || NG == 4, "GRU or LSTM");
+  // WS 16-bit: the step's product on tensor cores (GatedMma, below), else the FMAs.
+  using Mma = GatedMma<NG, kRec, kMaxThreads>;
+  constexpr bool kMma = WS != DType::F32;
+  static_assert(!kMma || BB <= 4, "tensor cores: hi and lo of at most 4 batch elements in one n tile");
   constexpr unsigned kAll = 0xFFFFFFFFu;
   constexpr int kSums = kR3 * BB;  // sum e = 3i + r: row r of batch element i
   constexpr int kP = kSums <= 4 ? 4 : kSums <= 8 ? 8 : kSums <= 16 ? 16 : 32;
@@ -97,6 +206,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   __shared__ int s_abort;
   __shared__ float s_sums[kGatedWarpRowsMaxRecordWarps][NG - 1][kSums];
   extern __shared__ float4 s_share[];  // [2][BB][kRec][32] float4s, each parity: xy then z planes
+  // Tensor cores: h_{t-1} as 16-bit hi and lo rows, and the warps' partial sums (GatedMma).
+  __shared__ __align__(16) unsigned short s_stage[kMma ? 8 * Mma::kStride : 1];
+  __shared__ __align__(16) float s_red[kMma ? Mma::kWarps : 1][kMma ? 16 * Mma::kMT : 1][4];
 
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int H = p.hidden, B = p.batch, K = (H + kR3 - 1) / kR3;
@@ -105,8 +217,14 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int rec_k = static_cast<int>(blockIdx.x) * Wr + rr;  // the record this warp's rows are of
   const int row0 = rec_k * kR3;
 
-  float w[kR3][kR3 * kRec];
-  load_gate_weights<false, kRec>(p, gate, row0, lane, w);
+  std::conditional_t<kMma, unsigned[Mma::kMT][Mma::kKT][4], float[kR3][kR3 * kRec]> w;
+  if constexpr (kMma) {
+    Mma::template load_fragments<WS>(p, static_cast<int>(blockIdx.x) * Mma::kUnits, warp, lane, w);
+    for (int i = static_cast<int>(threadIdx.x); i < 8 * Mma::kStride; i += static_cast<int>(blockDim.x))
+      s_stage[i] = 0;
+  } else {
+    load_gate_weights<false, kRec>(p, gate, row0, lane, w);
+  }
   begin_launch(p, &s_epoch, &s_abort);
   __syncthreads();
   const unsigned epoch = s_epoch;
@@ -221,6 +339,19 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
           }
         }
       }
+      if constexpr (kMma) {
+        // The step's records as h's hi and lo rows (rows i and 4 + i of the n tile).
+#pragma unroll
+        for (int i = 0; i < BB; ++i)
+#pragma unroll
+          for (int m = 0; m < kOwn; ++m)
+            if (warp + nwarps * m < kRec)
+              Mma::template stage_record<WS>(s_stage, i, lane + 32 * (warp + nwarps * m), own[i][m]);
+        if (barrier_any(1, 32 * nwarps, failed)) break;
+        Mma::template products<WS>(w, s_stage, s_red, warp, lane);
+        asm volatile("bar.sync 2, %0;" ::"r"(32 * nwarps) : "memory");
+        if (gate != 0) continue;
+      } else {
       // The step's records in shared memory as two planes (RecordPlanes).
       const RecordPlanes share(s_share + static_cast<std::int64_t>(s & 1) * BB * kRec * 32,
                                BB * kRec * 32);
@@ -250,14 +381,19 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
         }
       sum = warp_sum_scatter<kP>(acc, lane);
       hand_over_sums<kSums, kSpread>(s_sums[rr], gate, lane, sum, 32 * nwarps);
+      }
     }
     if (gate != 0) continue;
 
     // Gate-0 warps: lane 3i + c finishes unit c of batch element i.
     float mv[NG];
+    if constexpr (kMma) {
+      Mma::gate_sums(s_red, 3 * rr + lane % kR3, lane / kR3, has_source && lane < kSums, mv);
+    } else {
     mv[0] = __shfl_sync(kAll, sum, (lane * kSpread) & 31);  // this lane's entry, e = lane
 #pragma unroll
     for (int q = 1; q < NG; ++q) mv[q] = has_source && lane < kSums ? s_sums[rr][q - 1][lane] : 0.0f;
+    }
     UnitStep<NG> r{};
     if (finisher)
       r = compute_forward_unit<NG>(p, t_prev, first, f_b, f_row, u, st, mv, 0.0f, f_pad, &bias);

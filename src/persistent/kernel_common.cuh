@@ -125,6 +125,38 @@ __device__ __forceinline__ void unpack16(unsigned v, float& lo, float& hi) {
   }
 }
 
+// D += A·B, m16n8k16, 16-bit A and B (bf16 or f16), fp32 accumulators.
+template <DType WS>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                          unsigned b1) {
+  if constexpr (WS == DType::BF16)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// x as 16-bit hi and lo: hi = round(x), lo = round(x − hi), as raw bits.
+template <DType WS>
+__device__ __forceinline__ void split16(float x, unsigned short& hi, unsigned short& lo) {
+  if constexpr (WS == DType::BF16) {
+    const __nv_bfloat16 h = __float2bfloat16_rn(x);
+    hi = __bfloat16_as_ushort(h);
+    lo = __bfloat16_as_ushort(__float2bfloat16_rn(x - __bfloat162float(h)));
+  } else {
+    const __half h = __float2half_rn(x);
+    hi = __half_as_ushort(h);
+    lo = __half_as_ushort(__float2half_rn(x - __half2float(h)));
+  }
+}
+
 // c ? a : b on values (a plain ?: on array elements can become a select of addresses, which
 // moves the array to local memory).
 __device__ __forceinline__ float select(bool c, float a, float b) {

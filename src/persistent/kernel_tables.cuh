@@ -23,6 +23,8 @@ KernelFn tensor_core_kernel_of(int shape, bool lengths);
 // The gated warp-rows kernels of kGatedWarpRowsShapes[shape] (kernels_gated_warp_rows.cu;
 // sequence lengths are checked at run time).
 KernelFn gated_warp_rows_kernel_of(int shape, Pass pass);
+// The gated warp-rows forward with its product on tensor cores, for weights BF16 or F16.
+KernelFn gated_warp_rows_mma_forward_of(int shape, DType weights);
 // The warp-rows kernels of kWarpRowsShapes[shape] for activation A, forward with the input
 // projection where `projects` (kernels_warp_rows_<activation>.cu, one per activation).
 template <Activation A>

@@ -180,10 +180,8 @@ void pick_gated_warp_rows(Tiling& t, std::int64_t records, std::int64_t batch, i
   t.reason = "forward on gated warp rows: " + rows + "; backward on tensor cores: " + backward;
 }
 
-}  // namespace
-
-Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
-            TensorCores tensor_cores, bool warp_rows) {
+Tiling tile_kernels(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
+                    TensorCores tensor_cores, bool warp_rows) {
   PRNN_EXPECT(hidden >= 1 && batch >= 1 && sm_count >= 1,
               "persistent tiling: expected hidden, batch and SM count >= 1, got {}, {}, {}",
               hidden, batch, sm_count);
@@ -205,7 +203,7 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
       h_records <= std::int64_t{kGatedWarpRowsMinRecordWarps} * sm_count;
   if ((gates == 3 || (gates == 4 && two_records_per_sm)) && tensor_cores != TensorCores::Off &&
       warp_rows) {
-    Tiling rows = tile(gates, hidden, batch, sm_count, weights, TensorCores::Off, true);
+    Tiling rows = tile_kernels(gates, hidden, batch, sm_count, weights, TensorCores::Off, true);
     if (rows.gated_warp_rows >= 0) return rows;
   }
   Tiling t;
@@ -291,6 +289,27 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
                      tensor_cores == TensorCores::ForwardBackward);
   if (warp_rows && gates == 1 && t.shape >= 0) pick_warp_rows(t, h_records, batch, sm_count);
   if (warp_rows && gates != 1 && t.runs()) pick_gated_warp_rows(t, h_records, batch, sm_count);
+  return t;
+}
+
+}  // namespace
+
+Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
+            TensorCores tensor_cores, bool warp_rows, bool gated_mma) {
+  Tiling t = tile_kernels(gates, hidden, batch, sm_count, weights, tensor_cores, warp_rows);
+  t.weights = weights;
+  // The tensor-core product where it measured faster: 3 records per CTA (Wr·NG ≥ 9 warps, H ≥
+  // 793 on 132 SMs) at BB = 4 (B = 3, 4). H200, bf16, T = 256, µs/step forward, FMAs against
+  // tensor cores (bench/results/h200/ab/gated_mma/): GRU H = 1152 B = 4 3.42 → 2.97, H = 1024
+  // 3.42 → 2.88; LSTM H = 1152 B = 4 3.29 → 3.12, B = 3 2.99 → 2.84, H = 1024 B = 3 3.01 → 2.76.
+  // At B ≤ 2 (LSTM H = 1152 B = 1 2.02 → 2.52) and at 2 records per CTA (GRU H = 768 B = 4 2.23
+  // → 2.50) the FMAs stay.
+  t.gated_warp_rows_mma = t.gated_warp_rows >= 0 && gated_mma && tensor_cores != TensorCores::Off &&
+                          (weights == DType::BF16 || weights == DType::F16) &&
+                          kGatedWarpRowsShapes[t.gated_warp_rows].batch_per_warp == 4 &&
+                          t.gated_warp_rows_records == kGatedWarpRowsMaxRecordWarps;
+  if (t.gated_warp_rows_mma)
+    t.reason += "; the gated warp-rows forward's product on tensor cores (16-bit fragments)";
   return t;
 }
 

@@ -49,7 +49,18 @@ LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation
       if (tiling.gated_warp_rows >= kGatedWarpRowsShapeCount)
         throw InternalError("persistent kernel: no gated warp-rows shape " +
                             std::to_string(tiling.gated_warp_rows));
-      return {gated_warp_rows_kernel_of(tiling.gated_warp_rows, pass), tiling.gated_warp_rows_ctas,
+      if (const int wr = kGatedWarpRowsShapes[tiling.gated_warp_rows].max_threads / 32 /
+                         tiling.gates;
+          pass == Pass::Forward && tiling.gated_warp_rows_mma &&
+          tiling.gated_warp_rows_records != wr)
+        throw InternalError("persistent kernel: the gated warp rows' tensor-core forward of shape " +
+                            std::to_string(tiling.gated_warp_rows) + " holds " +
+                            std::to_string(wr) + " records per CTA, the tiling has " +
+                            std::to_string(tiling.gated_warp_rows_records));
+      return {pass == Pass::Forward && tiling.gated_warp_rows_mma
+                  ? gated_warp_rows_mma_forward_of(tiling.gated_warp_rows, tiling.weights)
+                  : gated_warp_rows_kernel_of(tiling.gated_warp_rows, pass),
+              tiling.gated_warp_rows_ctas,
               tiling.gated_warp_rows_threads,
               gated_warp_rows_smem_bytes(kGatedWarpRowsShapes[tiling.gated_warp_rows],
                                          pass == Pass::BackwardData),

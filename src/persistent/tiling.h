@@ -389,6 +389,11 @@ struct Tiling {
   // 3 records per SM).
   int gated_warp_rows = -1;
   bool gated_warp_rows_backward = false;
+  // The gated warp-rows forward's product on tensor cores (GatedMma in gated_warp_rows_kernel.cuh:
+  // 16-bit weights, B = 3..4, 3 records per CTA; tile()), else on the FMA pipes; `weights` the
+  // layer's weight type.
+  bool gated_warp_rows_mma = false;
+  DType weights = DType::F32;
   int gated_warp_rows_records = 0, gated_warp_rows_ctas = 0, gated_warp_rows_threads = 0;
   std::string reason;
 
@@ -415,8 +420,11 @@ struct Tiling {
 // the gated warp-rows kernels (both passes as with the tensor cores off, at B = 4 in 16 bits too,
 // for a GRU and for an LSTM at 2 records per SM); a 16-bit LSTM at 3 records per SM with a
 // tensor-core backward (B = 4) keeps that backward.
+// gated_mma: whether a 16-bit layer on the gated warp rows takes their forward's tensor-core
+// product where it measured faster (B = 3..4 at 3 records per CTA), unless tensor_cores is Off.
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
-            TensorCores tensor_cores = TensorCores::ForwardBackward, bool warp_rows = true);
+            TensorCores tensor_cores = TensorCores::ForwardBackward, bool warp_rows = true,
+            bool gated_mma = true);
 
 // The kernel that runs one pass of a layer tiled as t (t.runs()), in the order launch()
 // (rnn_kernels.cu) dispatches: gated warp rows where they take the pass, then warp rows, tensor

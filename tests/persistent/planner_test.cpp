@@ -437,7 +437,12 @@ TEST(Planner, GatedWarpRows) {
     EXPECT_EQ(gru.gated_warp_rows, off.gated_warp_rows);
     EXPECT_EQ(gru.shape, off.shape);
     EXPECT_EQ(gru.records, off.records);
-    EXPECT_EQ(gru.reason, off.reason);
+    // ... but for the forward's product on tensor cores, which the knob's Off turns off too.
+    EXPECT_TRUE(gru.gated_warp_rows_mma);
+    EXPECT_FALSE(off.gated_warp_rows_mma);
+    EXPECT_EQ(gru.reason, off.reason +
+                              "; the gated warp-rows forward's product on tensor cores (16-bit "
+                              "fragments)");
     EXPECT_EQ(persistent::pass_kernel(gru, true), persistent::PassKernel::GatedWarpRows);
     EXPECT_EQ(persistent::pass_kernel(gru, false), persistent::PassKernel::GatedWarpRows);
   }
@@ -453,6 +458,32 @@ TEST(Planner, GatedWarpRows) {
     EXPECT_EQ(lstm2.gated_warp_rows, off.gated_warp_rows);
     EXPECT_EQ(lstm2.reason, off.reason);
     EXPECT_EQ(persistent::pass_kernel(lstm2, false), persistent::PassKernel::GatedWarpRows);
+  }
+  // The forward's product on tensor cores: 16-bit weights at B = 3..4 and 3 records per CTA
+  // only (gated_mma false: the FMAs everywhere).
+  struct MmaCase {
+    int gates;
+    std::int64_t H, B;
+    DType weights;
+    bool mma;
+  };
+  for (const MmaCase& m : {MmaCase{4, 1152, 4, DType::BF16, true},
+                           {4, 1024, 3, DType::F16, true},
+                           {3, 1152, 3, DType::BF16, true},
+                           {4, 793, 4, DType::BF16, true},
+                           {4, 1152, 2, DType::BF16, false},
+                           {3, 1152, 1, DType::F16, false},
+                           {4, 768, 4, DType::BF16, false},
+                           {3, 768, 4, DType::BF16, false},
+                           {4, 1152, 4, DType::F32, false}}) {
+    SCOPED_TRACE(::testing::Message() << "gates " << m.gates << " H=" << m.H << " B=" << m.B);
+    const persistent::Tiling t = persistent::tile(m.gates, m.H, m.B, 132, m.weights);
+    ASSERT_GE(t.gated_warp_rows, 0) << t.reason;
+    EXPECT_EQ(t.gated_warp_rows_mma, m.mma);
+    EXPECT_EQ(t.weights, m.weights);
+    EXPECT_FALSE(persistent::tile(m.gates, m.H, m.B, 132, m.weights,
+                                  persistent::TensorCores::ForwardBackward, true, false)
+                     .gated_warp_rows_mma);
   }
   const persistent::Tiling lstm3 = persistent::tile(4, 793, 4, 132, DType::BF16);
   EXPECT_EQ(lstm3.gated_warp_rows_records, 3);

@@ -156,6 +156,13 @@ std::vector<RnnCase> cases() {
       v.push_back({cell, 100, 4, 32, 1024, 1, false, true, t});
     }
   v.push_back({Cell::LSTM, 40, 4, 16, 1152, 1, false, true, DType::BF16});  // the bf16 target
+  // The gated warp-rows forward's tensor-core product (B = 3..4, 3 records per CTA): odd H (a
+  // partial k-tile), B = 3, both directions, lengths.
+  {
+    RnnCase g{Cell::GRU, 37, 3, 16, 1100, 1, true, true, DType::F16};
+    g.lengths = {37, 1, 30};
+    v.push_back(g);
+  }
   // The 16-bit LSTM at B = 4 and 2 records per SM: both passes on the gated warp rows (not the
   // tensor-core backward of 3 records per SM).
   v.push_back({Cell::LSTM, 33, 4, 16, 700, 1, false, true, DType::BF16});
@@ -327,6 +334,7 @@ std::vector<GpuCase> sanitize_cases() {
   v.push_back({P, small(Cell::LSTM, 4, 1024), "1", "", "", "0"});   // FMA staged, fp32
   v.push_back({P, small(Cell::LSTM, 5, 1152, DType::BF16), "0"});   // FMA staged, packed bf16
   v.push_back({P, small(Cell::LSTM, 4, 1024)});  // gated warp rows, 3 records per CTA
+  v.push_back({P, small(Cell::LSTM, 4, 1024, DType::BF16)});  // gated warp rows, tensor cores
   v.push_back({P, small(Cell::LSTM, 2, 700)});   // gated warp rows, BB = 2: records as planes
   RnnCase gated = small(Cell::GRU, 3, 515);      // gated warp rows, 2 records, lengths
   gated.lengths = {4, 1, 3};
@@ -588,6 +596,7 @@ std::string kernel_of(const persistent::Tiling& t, bool forward, bool barrier) {
     name += ", weights partly in smem";
   if (k == PassKernel::FmaStaged && t.storage != DType::F32) name += ", packed";
   if (k == PassKernel::FmaDirect && barrier) name += ", finishers' barrier";
+  if (k == PassKernel::GatedWarpRows && forward && t.gated_warp_rows_mma) name += ", tensor cores";
   return name;
 }
 
@@ -616,6 +625,7 @@ TEST(RnnGpuSanitize, CasesCoverEveryKernel) {
                         "tensor cores", "tensor cores, W_hh partly in smem", "FMA staged",
                         "FMA staged, packed", "FMA direct", "FMA direct, finishers' barrier"})
     for (const char* pass : {"forward: ", "backward: "}) every.insert(std::string(pass) + k);
+  every.insert("forward: gated warp rows, tensor cores");  // the forward's product only
   EXPECT_EQ(seen, every);
 }
 
