@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "prnn/device.h"
 #include "prnn/error.h"
 #include "prnn/rnn.h"
 #include "rnn/rnn_case.h"
@@ -284,7 +285,8 @@ TEST(RnnChoice, HostRunsTheReference) {
   EXPECT_THROW(Rnn(d, 5, 2, Device::host()), Unsupported);
 }
 
-// Whatever this machine has (no CUDA, no GPU, or a GPU), these requests cannot run on a device.
+// Whatever this machine has (no CUDA, no GPU, or a GPU), these requests cannot run on a device:
+// the reference runs on the host, and f64 weights run nowhere but there.
 TEST(RnnChoice, DeviceRequestsThatCannotRun) {
   RnnDesc d;
   d.cell = Cell::ReLU;
@@ -292,13 +294,29 @@ TEST(RnnChoice, DeviceRequestsThatCannotRun) {
   d.hidden_size = 4;
   EXPECT_NE(Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Reference).find("host"),
             std::string::npos);
-  EXPECT_NE(Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent), "");
-  EXPECT_THROW(Rnn(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent), Unsupported);
-  d.cell = Cell::GRU;
-  EXPECT_NE(Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Auto), "");
-  d.cell = Cell::ReLU;
   d.weight_dtype = DType::F64;
   EXPECT_NE(Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Auto), "");
+  EXPECT_NE(Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent), "");
+}
+
+// A small layer on the device: without a GPU (as in CI) the request says why and the layer is
+// refused; with one, the same requests run (the GPU suites check what they compute).
+TEST(RnnChoice, DeviceRequestsFollowTheMachine) {
+  RnnDesc d;
+  d.cell = Cell::ReLU;
+  d.input_size = 3;
+  d.hidden_size = 4;
+  RnnDesc gru = d;
+  gru.cell = Cell::GRU;
+  if (device_count() == 0) {
+    EXPECT_NE(Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent), "");
+    EXPECT_THROW(Rnn(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent), Unsupported);
+    EXPECT_NE(Rnn::can_implement(gru, 5, 2, Device::cuda(0), RnnAlgo::Auto), "");
+  } else {
+    EXPECT_EQ(Rnn::can_implement(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent), "");
+    EXPECT_NO_THROW(Rnn(d, 5, 2, Device::cuda(0), RnnAlgo::Persistent));
+    EXPECT_EQ(Rnn::can_implement(gru, 5, 2, Device::cuda(0), RnnAlgo::Auto), "");
+  }
 }
 
 TEST(RnnChoice, AlgorithmNames) {
