@@ -308,8 +308,16 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
                           (weights == DType::BF16 || weights == DType::F16) &&
                           kGatedWarpRowsShapes[t.gated_warp_rows].batch_per_warp == 4 &&
                           t.gated_warp_rows_records == kGatedWarpRowsMaxRecordWarps;
-  if (t.gated_warp_rows_mma)
-    t.reason += "; the gated warp-rows forward's product on tensor cores (16-bit fragments)";
+  if (t.gated_warp_rows_mma) {
+    const std::int64_t wr = t.gated_warp_rows_records, warps = wr * gates;
+    const std::int64_t rows = gates * kUnitsPerRecord * wr;
+    const std::int64_t k_tiles = kUnitsPerRecord * 32 * kGatedWarpRowsRecords / 16;
+    const std::int64_t fragments = (rows + 15) / 16 * ((k_tiles + warps - 1) / warps);
+    t.reason += fmt::format(
+        "; the forward's product on tensor cores instead: each warp a 1/{} of the columns of "
+        "the CTA's {} gate rows as {} mma fragments ({} registers per thread)",
+        warps, rows, to_string(weights), 4 * fragments);
+  }
   return t;
 }
 
@@ -410,6 +418,15 @@ constexpr double kWarpRowsFixedCycles = 850;
 // ab/ncu_gated_lstm_h1152_b1_*.csv); not modelled.
 constexpr double kGatedWarpRowsFixedCycles = 1600;
 constexpr double kGatedWarpRowsBackwardFixedCycles = 3400;
+// The gated warp-rows forward's product on tensor cores (Tiling::gated_warp_rows_mma): cycles
+// per mma.sync of a warp's product (kMT·kKT of them: LSTM 18, GRU 16 at 3 records per CTA), in
+// place of the FMA issue and the records' shared-memory reads; the rest of the chain as the FMA
+// form's. Fitted to the H200 A/B at bf43a69 (bench/results/h200/ab/gated_mma/: bf16, LSTM
+// H = 1152 B = 4 3.12, GRU 2.97 µs/step forward): 150 and 158. It scales with a warp's mma, not
+// with its scheduler's (LSTM 54 a scheduler, GRU 36), and a lab without the mma took 0.8–1.0
+// µs off the step; why an mma costs that much is not known (bench/persistent/NOTES.md, "The
+// gated warp rows' product on tensor cores").
+constexpr double kGatedMmaCycles = 155;
 // The staged FMA kernels (gated cells with FMA weights): the staging's polls, its barrier, the
 // reduction's barrier, the finishers' gate math, the publish. From the gated f32 steps at B = 1..32
 // (cells_figure3.csv: LSTM H=1024 3.61 at B = 1, 5.81 at B = 4; GRU H=1152 2.98, 4.71) and the
@@ -545,7 +562,9 @@ std::vector<ChunkCycles> warp_rows_chunks(const persistent::Tiling& t, bool forw
 // gated_warp_rows_backward_record_planes says, else 512), in
 // series with the issue as in the vanilla warp rows (the larger of the two gave the steps' growth
 // with BB half of what it is: kGatedWarpRowsFixedCycles above); the CTA reads each record from
-// L2 once: records of h (forward), NG times as many of dQ (backward).
+// L2 once: records of h (forward), NG times as many of dQ (backward). With the forward's
+// product on tensor cores (gated_warp_rows_mma), kGatedMmaCycles per mma of a warp instead of
+// the issue and the shared-memory reads.
 std::vector<ChunkCycles> gated_warp_rows_chunks(const persistent::Tiling& t, bool forward,
                                                 std::int64_t records, std::int64_t batch) {
   const persistent::GatedWarpRowsShape& s =
@@ -560,9 +579,18 @@ std::vector<ChunkCycles> gated_warp_rows_chunks(const persistent::Tiling& t, boo
   const double shared =
       warps * static_cast<double>(bb * rec * record_bytes) / kSharedBytesPerSmPerCycle;
   const std::int64_t l2_records = forward ? records : s.gates * records;
+  const double l2 = static_cast<double>(batch * l2_records * 16) / kWarpRowsL2BytesPerSmPerCycle;
+  if (forward && t.gated_warp_rows_mma) {
+    // GatedMma: the CTA's NG·3·Wr rows in row tiles of 16, a warp's k-tiles of the 96·kRec
+    // columns over the Wr·NG warps.
+    const std::int64_t wr = t.gated_warp_rows_records, warps_mma = wr * s.gates;
+    const std::int64_t mma = ceil_div(s.gates * persistent::kUnitsPerRecord * wr, 16) *
+                             ceil_div(persistent::kUnitsPerRecord * 32 * rec / 16, warps_mma);
+    return {{kGatedWarpRowsFixedCycles, kGatedMmaCycles * static_cast<double>(mma), l2, 0.0}};
+  }
   return {{forward ? kGatedWarpRowsFixedCycles : kGatedWarpRowsBackwardFixedCycles,
-           kIssueCycles * instructions * std::max(1.0, warps / kSchedulersPerSm) + shared,
-           static_cast<double>(batch * l2_records * 16) / kWarpRowsL2BytesPerSmPerCycle, 0.0}};
+           kIssueCycles * instructions * std::max(1.0, warps / kSchedulersPerSm) + shared, l2,
+           0.0}};
 }
 
 // The chunks of one pass of tensor-core shape s (tensor_core_kernel.cuh) at `ctas` CTAs. A warp
@@ -624,6 +652,7 @@ void predict_passes(PersistentPlan& p, const persistent::Tiling& t, std::int64_t
     const char* name = persistent::to_string(kernel);
     switch (kernel) {
       case persistent::PassKernel::GatedWarpRows:
+        if (forward && t.gated_warp_rows_mma) name = "gated warp rows (product on tensor cores)";
         cost = pass_cost(name, batch,
                          gated_warp_rows_chunks(
                              t, forward, ceil_div(hidden, persistent::kUnitsPerRecord), batch),
