@@ -138,7 +138,8 @@ enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 //                                              forward: the forward only; a GRU the
 //                                              gated warp rows hold (B <= 4), and an LSTM
 //                                              they hold at 2 records per SM (H <= 792 on
-//                                              132 SMs), run there whatever this says
+//                                              132 SMs), run there whatever this says (0 also
+//                                              keeps their forward's product on the FMA pipes)
 //   PRNN_PERSISTENT_FINISH_BARRIER=0|1         overrides the tiling's finishers' barrier
 //   PRNN_PERSISTENT_GRAPHS=0|1                 0: each call's launches enqueued directly, not
 //                                              replayed from a graph
