@@ -138,7 +138,7 @@ struct GatedMma {
 
   template <DType WS>
   __device__ static void products(const unsigned (&a)[kMT][kKT][4], const unsigned short* stage,
-                                 float (*red)[16 * kMT][4], int warp, int lane) {
+                                  float (*red)[16 * kMT][4], int warp, int lane) {
     const int grp = lane >> 2, tig = lane & 3;
     float acc[kMT][4];
 #pragma unroll
@@ -185,13 +185,13 @@ struct GatedMma {
 };
 
 template <int NG, int kRec, int BB, int kOwn, int kMaxThreads, DType WS = DType::F32>
-__global__ void __launch_bounds__(kMaxThreads, 1)
-    gated_warp_rows_forward_kernel(const Params p) {
+__global__ void __launch_bounds__(kMaxThreads, 1) gated_warp_rows_forward_kernel(const Params p) {
   static_assert(NG == 3 || NG == 4, "GRU or LSTM");
   // WS 16-bit: the step's product on tensor cores (GatedMma, below), else the FMAs.
   using Mma = GatedMma<NG, kRec, kMaxThreads>;
   constexpr bool kMma = WS != DType::F32;
-  static_assert(!kMma || BB <= 4, "tensor cores: hi and lo of at most 4 batch elements in one n tile");
+  static_assert(!kMma || BB <= 4,
+                "tensor cores: hi and lo of at most 4 batch elements in one n tile");
   constexpr unsigned kAll = 0xFFFFFFFFu;
   constexpr int kSums = kR3 * BB;  // sum e = 3i + r: row r of batch element i
   constexpr int kP = kSums <= 4 ? 4 : kSums <= 8 ? 8 : kSums <= 16 ? 16 : 32;
@@ -220,7 +220,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   std::conditional_t<kMma, unsigned[Mma::kMT][Mma::kKT][4], float[kR3][kR3 * kRec]> w;
   if constexpr (kMma) {
     Mma::template load_fragments<WS>(p, static_cast<int>(blockIdx.x) * Mma::kUnits, warp, lane, w);
-    for (int i = static_cast<int>(threadIdx.x); i < 8 * Mma::kStride; i += static_cast<int>(blockDim.x))
+    for (int i = static_cast<int>(threadIdx.x); i < 8 * Mma::kStride;
+         i += static_cast<int>(blockDim.x))
       s_stage[i] = 0;
   } else {
     load_gate_weights<false, kRec>(p, gate, row0, lane, w);
@@ -237,7 +238,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   if (finisher) bias = load_gate_bias<NG>(p, f_row);
 
   for (int s = 0; s < p.steps; ++s) {
-    const std::int64_t t = static_cast<std::int64_t>(p.t_first) + static_cast<std::int64_t>(s) * p.t_step;
+    const std::int64_t t =
+        static_cast<std::int64_t>(p.t_first) + static_cast<std::int64_t>(s) * p.t_step;
     const std::int64_t t_prev = t - p.t_step;
     const bool first = s == 0;
     stall_if_asked(p, s);
@@ -346,41 +348,42 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 #pragma unroll
           for (int m = 0; m < kOwn; ++m)
             if (warp + nwarps * m < kRec)
-              Mma::template stage_record<WS>(s_stage, i, lane + 32 * (warp + nwarps * m), own[i][m]);
+              Mma::template stage_record<WS>(s_stage, i, lane + 32 * (warp + nwarps * m),
+                                             own[i][m]);
         if (barrier_any(1, 32 * nwarps, failed)) break;
         Mma::template products<WS>(w, s_stage, s_red, warp, lane);
         asm volatile("bar.sync 2, %0;" ::"r"(32 * nwarps) : "memory");
         if (gate != 0) continue;
       } else {
-      // The step's records in shared memory as two planes (RecordPlanes).
-      const RecordPlanes share(s_share + static_cast<std::int64_t>(s & 1) * BB * kRec * 32,
-                               BB * kRec * 32);
+        // The step's records in shared memory as two planes (RecordPlanes).
+        const RecordPlanes share(s_share + static_cast<std::int64_t>(s & 1) * BB * kRec * 32,
+                                 BB * kRec * 32);
 #pragma unroll
-      for (int i = 0; i < BB; ++i)
+        for (int i = 0; i < BB; ++i)
 #pragma unroll
-        for (int m = 0; m < kOwn; ++m)
-          if (warp + nwarps * m < kRec)
-            share.put((i * kRec + warp + nwarps * m) * 32 + lane, own[i][m]);
-      // Barrier 1 ORs the warps' failures, so that the CTA leaves together.
-      if (barrier_any(1, 32 * nwarps, failed)) break;
-      // Per sum, the terms in (record, column) order, then the reduce-scatter.
-      float acc[kP];
+          for (int m = 0; m < kOwn; ++m)
+            if (warp + nwarps * m < kRec)
+              share.put((i * kRec + warp + nwarps * m) * 32 + lane, own[i][m]);
+        // Barrier 1 ORs the warps' failures, so that the CTA leaves together.
+        if (barrier_any(1, 32 * nwarps, failed)) break;
+        // Per sum, the terms in (record, column) order, then the reduce-scatter.
+        float acc[kP];
 #pragma unroll
-      for (int e = 0; e < kP; ++e) acc[e] = 0.0f;
+        for (int e = 0; e < kP; ++e) acc[e] = 0.0f;
 #pragma unroll
-      for (int i = 0; i < BB; ++i)
+        for (int i = 0; i < BB; ++i)
 #pragma unroll
-        for (int j = 0; j < kRec; ++j) {
-          float hv[kR3];
-          share.get((i * kRec + j) * 32 + lane, hv);
+          for (int j = 0; j < kRec; ++j) {
+            float hv[kR3];
+            share.get((i * kRec + j) * 32 + lane, hv);
 #pragma unroll
-          for (int c = 0; c < kR3; ++c)
+            for (int c = 0; c < kR3; ++c)
 #pragma unroll
-            for (int r = 0; r < kR3; ++r)
-              acc[kR3 * i + r] = fmaf(w[r][kR3 * j + c], hv[c], acc[kR3 * i + r]);
-        }
-      sum = warp_sum_scatter<kP>(acc, lane);
-      hand_over_sums<kSums, kSpread>(s_sums[rr], gate, lane, sum, 32 * nwarps);
+              for (int r = 0; r < kR3; ++r)
+                acc[kR3 * i + r] = fmaf(w[r][kR3 * j + c], hv[c], acc[kR3 * i + r]);
+          }
+        sum = warp_sum_scatter<kP>(acc, lane);
+        hand_over_sums<kSums, kSpread>(s_sums[rr], gate, lane, sum, 32 * nwarps);
       }
     }
     if (gate != 0) continue;
@@ -390,9 +393,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     if constexpr (kMma) {
       Mma::gate_sums(s_red, 3 * rr + lane % kR3, lane / kR3, has_source && lane < kSums, mv);
     } else {
-    mv[0] = __shfl_sync(kAll, sum, (lane * kSpread) & 31);  // this lane's entry, e = lane
+      mv[0] = __shfl_sync(kAll, sum, (lane * kSpread) & 31);  // this lane's entry, e = lane
 #pragma unroll
-    for (int q = 1; q < NG; ++q) mv[q] = has_source && lane < kSums ? s_sums[rr][q - 1][lane] : 0.0f;
+      for (int q = 1; q < NG; ++q)
+        mv[q] = has_source && lane < kSums ? s_sums[rr][q - 1][lane] : 0.0f;
     }
     UnitStep<NG> r{};
     if (finisher)
