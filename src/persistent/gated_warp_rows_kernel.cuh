@@ -95,11 +95,11 @@ __device__ __forceinline__ void hand_over_sums(float (*sums)[kSums], int gate, i
 // H = 1152) instead of 432 FFMA and 48 LDS.128.
 template <int NG, int kRec, int kMaxThreads>
 struct GatedMma {
-  static constexpr int kWr = kMaxThreads / 32 / NG;
+  static constexpr int kWr = kMaxThreads / 32 / NG;  // gated_warp_rows_shape_records
   static constexpr int kWarps = kWr * NG;
   static constexpr int kUnits = kR3 * kWr;
-  static constexpr int kMT = (NG * kUnits + 15) / 16;
-  static constexpr int kKT = (kR3 * 32 * kRec / 16 + kWarps - 1) / kWarps;
+  static constexpr int kMT = gated_mma_row_tiles(NG, kWr);
+  static constexpr int kKT = gated_mma_k_tiles(NG, kWr, kRec);
   static constexpr int kStride = kWarps * kKT * 16 + kStagePad;  // a staged row, 16-bit elements
 
   template <DType WS>

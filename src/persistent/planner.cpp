@@ -298,25 +298,25 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
             TensorCores tensor_cores, bool warp_rows, bool gated_mma) {
   Tiling t = tile_kernels(gates, hidden, batch, sm_count, weights, tensor_cores, warp_rows);
   t.weights = weights;
-  // The tensor-core product where it measured faster: 3 records per CTA (Wr·NG ≥ 9 warps, H ≥
-  // 793 on 132 SMs) at BB = 4 (B = 3, 4). H200, bf16, T = 256, µs/step forward, FMAs against
+  // The tensor-core product where it measured faster, the shapes gated_warp_rows_has_mma takes:
+  // 3 records per CTA (Wr·NG ≥ 9 warps, H ≥ 793 on 132 SMs) at BB = 4 (B = 3, 4). H200, bf16,
+  // T = 256, µs/step forward, FMAs against
   // tensor cores (bench/results/h200/ab/gated_mma/): GRU H = 1152 B = 4 3.42 → 2.97, H = 1024
   // 3.42 → 2.88; LSTM H = 1152 B = 4 3.29 → 3.12, B = 3 2.99 → 2.84, H = 1024 B = 3 3.01 → 2.76.
   // At B ≤ 2 (LSTM H = 1152 B = 1 2.02 → 2.52) and at 2 records per CTA (GRU H = 768 B = 4 2.23
   // → 2.50) the FMAs stay.
   t.gated_warp_rows_mma = t.gated_warp_rows >= 0 && gated_mma && tensor_cores != TensorCores::Off &&
                           (weights == DType::BF16 || weights == DType::F16) &&
-                          kGatedWarpRowsShapes[t.gated_warp_rows].batch_per_warp == 4 &&
-                          t.gated_warp_rows_records == kGatedWarpRowsMaxRecordWarps;
+                          gated_warp_rows_has_mma(kGatedWarpRowsShapes[t.gated_warp_rows]) &&
+                          t.gated_warp_rows_records == gated_warp_rows_shape_records(
+                                                           kGatedWarpRowsShapes[t.gated_warp_rows]);
   if (t.gated_warp_rows_mma) {
-    const std::int64_t wr = t.gated_warp_rows_records, warps = wr * gates;
-    const std::int64_t rows = gates * kUnitsPerRecord * wr;
-    const std::int64_t k_tiles = kUnitsPerRecord * 32 * kGatedWarpRowsRecords / 16;
-    const std::int64_t fragments = (rows + 15) / 16 * ((k_tiles + warps - 1) / warps);
+    const int wr = t.gated_warp_rows_records;
     t.reason += fmt::format(
         "; the forward's product on tensor cores instead: each warp a 1/{} of the columns of "
         "the CTA's {} gate rows as {} mma fragments ({} registers per thread)",
-        warps, rows, to_string(weights), 4 * fragments);
+        wr * gates, gates * kUnitsPerRecord * wr, to_string(weights),
+        4 * gated_mma_row_tiles(gates, wr) * gated_mma_k_tiles(gates, wr));
   }
   return t;
 }
@@ -581,12 +581,10 @@ std::vector<ChunkCycles> gated_warp_rows_chunks(const persistent::Tiling& t, boo
   const std::int64_t l2_records = forward ? records : s.gates * records;
   const double l2 = static_cast<double>(batch * l2_records * 16) / kWarpRowsL2BytesPerSmPerCycle;
   if (forward && t.gated_warp_rows_mma) {
-    // GatedMma: the CTA's NG·3·Wr rows in row tiles of 16, a warp's k-tiles of the 96·kRec
-    // columns over the Wr·NG warps.
-    const std::int64_t wr = t.gated_warp_rows_records, warps_mma = wr * s.gates;
-    const std::int64_t mma = ceil_div(s.gates * persistent::kUnitsPerRecord * wr, 16) *
-                             ceil_div(persistent::kUnitsPerRecord * 32 * rec / 16, warps_mma);
-    return {{kGatedWarpRowsFixedCycles, kGatedMmaCycles * static_cast<double>(mma), l2, 0.0}};
+    const int wr = t.gated_warp_rows_records;
+    const double mma = persistent::gated_mma_row_tiles(s.gates, wr) *
+                       persistent::gated_mma_k_tiles(s.gates, wr);  // a warp's, per step
+    return {{kGatedWarpRowsFixedCycles, kGatedMmaCycles * mma, l2, 0.0}};
   }
   return {{forward ? kGatedWarpRowsFixedCycles : kGatedWarpRowsBackwardFixedCycles,
            kIssueCycles * instructions * std::max(1.0, warps / kSchedulersPerSm) + shared, l2,

@@ -49,22 +49,21 @@ LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation
       if (tiling.gated_warp_rows >= kGatedWarpRowsShapeCount)
         throw InternalError("persistent kernel: no gated warp-rows shape " +
                             std::to_string(tiling.gated_warp_rows));
-      if (const int wr = kGatedWarpRowsShapes[tiling.gated_warp_rows].max_threads / 32 /
-                         tiling.gates;
-          pass == Pass::Forward && tiling.gated_warp_rows_mma &&
-          tiling.gated_warp_rows_records != wr)
-        throw InternalError("persistent kernel: the gated warp rows' tensor-core forward of shape " +
-                            std::to_string(tiling.gated_warp_rows) + " holds " +
-                            std::to_string(wr) + " records per CTA, the tiling has " +
-                            std::to_string(tiling.gated_warp_rows_records));
-      return {pass == Pass::Forward && tiling.gated_warp_rows_mma
-                  ? gated_warp_rows_mma_forward_of(tiling.gated_warp_rows, tiling.weights)
-                  : gated_warp_rows_kernel_of(tiling.gated_warp_rows, pass),
-              tiling.gated_warp_rows_ctas,
-              tiling.gated_warp_rows_threads,
-              gated_warp_rows_smem_bytes(kGatedWarpRowsShapes[tiling.gated_warp_rows],
-                                         pass == Pass::BackwardData),
-              tiling.gated_warp_rows_records};
+      {
+        const GatedWarpRowsShape& s = kGatedWarpRowsShapes[tiling.gated_warp_rows];
+        const bool mma = pass == Pass::Forward && tiling.gated_warp_rows_mma;
+        const KernelFn fn = gated_warp_rows_kernel_of(tiling.gated_warp_rows, pass,
+                                                      mma ? tiling.weights : DType::F32);
+        if (fn == nullptr ||
+            (mma && tiling.gated_warp_rows_records != gated_warp_rows_shape_records(s)))
+          throw InternalError("persistent kernel: gated warp-rows shape " +
+                              std::to_string(tiling.gated_warp_rows) +
+                              " has no tensor-core forward for " +
+                              std::to_string(tiling.gated_warp_rows_records) + " records per CTA");
+        return {fn, tiling.gated_warp_rows_ctas, tiling.gated_warp_rows_threads,
+                gated_warp_rows_smem_bytes(s, pass == Pass::BackwardData),
+                tiling.gated_warp_rows_records};
+      }
     case PassKernel::WarpRows: {
       if (tiling.warp_rows >= kWarpRowsShapeCount)
         throw InternalError("persistent kernel: no warp-rows shape " +

@@ -348,6 +348,25 @@ constexpr std::size_t gated_warp_rows_smem_bytes(const GatedWarpRowsShape& s, bo
          32 * 16;
 }
 
+// The gated warp-rows forward's product on tensor cores (GatedMma, gated_warp_rows_kernel.cuh).
+// A shape runs Wr = its launch bound's warps / NG records per CTA; the shapes that have the
+// tensor-core product are those of BB = 4 at 3 records per CTA, where it measured faster than the
+// FMAs (tile()). Their CTA's NG·3·Wr gate rows go in row tiles of 16, and each of the Wr·NG warps
+// takes a share of the 16-column k-tiles of the 96·kRec columns, every row tile of each: one
+// A fragment (4 registers) per row tile and k-tile, and one mma per fragment and step.
+constexpr int gated_warp_rows_shape_records(const GatedWarpRowsShape& s) {
+  return s.max_threads / 32 / s.gates;
+}
+constexpr bool gated_warp_rows_has_mma(const GatedWarpRowsShape& s) {
+  return s.batch_per_warp == 4 && gated_warp_rows_shape_records(s) == kGatedWarpRowsMaxRecordWarps;
+}
+constexpr int gated_mma_row_tiles(int gates, int records) {
+  return (gates * kUnitsPerRecord * records + 15) / 16;
+}
+constexpr int gated_mma_k_tiles(int gates, int records, int rec = kGatedWarpRowsRecords) {
+  return (kUnitsPerRecord * 32 * rec / 16 + records * gates - 1) / (records * gates);
+}
+
 struct Tiling {
   // Index into kShapes; -1: no FMA shape fits (runs() below says whether tensor cores take the
   // layer; else the reason says why nothing does).
@@ -389,9 +408,8 @@ struct Tiling {
   // 3 records per SM).
   int gated_warp_rows = -1;
   bool gated_warp_rows_backward = false;
-  // The gated warp-rows forward's product on tensor cores (GatedMma in gated_warp_rows_kernel.cuh:
-  // 16-bit weights, B = 3..4, 3 records per CTA; tile()), else on the FMA pipes; `weights` the
-  // layer's weight type.
+  // The gated warp-rows forward's product on tensor cores (16-bit weights on a shape that has it,
+  // gated_warp_rows_has_mma; tile()), else on the FMA pipes; `weights` the layer's weight type.
   bool gated_warp_rows_mma = false;
   DType weights = DType::F32;
   int gated_warp_rows_records = 0, gated_warp_rows_ctas = 0, gated_warp_rows_threads = 0;
