@@ -7,6 +7,8 @@ import sys
 
 PHASES = ["wait for the records", "staging + barrier 1", "product", "barrier 2", "finish",
           "whole step"]
+# The finish's parts (slots 8..11, where the patch has them).
+FINISH_PARTS = ["gate sums", "cell", "publication", "unit's stores"]
 
 
 def main():
@@ -23,7 +25,7 @@ def main():
             if v[7] == 0:
                 continue
             role = "gate-0 warps" if w < records else "other warps"
-            roles[role].append([x / v[7] for x in v[:6]])
+            roles[role].append([x / v[7] for x in v[:6]] + [x / v[7] for x in v[8:12]])
     for role, rows in roles.items():
         if not rows:
             continue
@@ -34,6 +36,9 @@ def main():
             if role == "other warps" and name == "whole step":
                 name = "to barrier 2"  # they go on to the next step's poll from there
             print("  %-22s %8.0f cycles" % (name, sum(r[i] for r in rows) / len(rows)))
+            if role == "gate-0 warps" and name == "finish" and len(rows[0]) > 6:
+                for j, part in enumerate(FINISH_PARTS):
+                    print("    %-20s %8.0f cycles" % (part, sum(r[6 + j] for r in rows) / len(rows)))
 
 
 if __name__ == "__main__":

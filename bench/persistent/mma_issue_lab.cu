@@ -196,7 +196,7 @@ double run(K kernel, int ctas, int threads, int iters, int mma_per_warp, const c
   float* d_sink;
   unsigned* d_init;
   // 0x3f803f80: two bf16 1.0s (and, read as one fp32, about 1.0), enough for either form.
-  const std::vector<unsigned> init(108 * 32, 0x3f803f80u);
+  const std::vector<unsigned> init(216 * 32, 0x3f803f80u);  // mode 5's 108 rows, 3 x 18 x 4 fragments
   CHECK(cudaMalloc(&d_init, sizeof(unsigned) * init.size()));
   CHECK(cudaMemcpy(d_init, init.data(), sizeof(unsigned) * init.size(), cudaMemcpyHostToDevice));
   CHECK(cudaMalloc(&d_cycles, sizeof(long long) * ctas));
@@ -237,7 +237,8 @@ int main(int argc, char** argv) {
   run(product_kernel<3, 9, 0>, sms, 256, iters, 27, "  8 warps x 9 k-tiles (the whole product)");
   // The GRU's (9 warps, 2 row tiles x 8 k-tiles) and the FMA form it replaced.
   run(product_kernel<2, 8, 0>, sms, 288, iters, 16, "GRU product (the kernel's form)");
-  run(product_kernel<1, 1, 5>, sms, 384, iters, 0, "FMA product, LSTM B = 4 (432 FFMA, 48 LDS.128)");
+  run(product_kernel<1, 1, 5>, sms, 384, iters, 0, "FMA product, LSTM B = 4 (432 FFMA, 48 LDS.128)",
+      48 * 32 * 16);
   // The LSTM's product by wgmma (3 warpgroups, 24 k-steps of m64n8k16 each; sm_90a builds).
   run(wgmma_kernel<24>, sms, 384, iters, 24, "LSTM product by wgmma (per k-step of a warpgroup)",
       (8 * 1152 + 3 * 24 * 64 * 16) * 2);

@@ -16,25 +16,42 @@
 //         da_ih = [dr·r(1−r), dz·z(1−z), da_n]; da_hh = [same r, same z, da_n·r]
 //         carry out = dh_total·z (the part of dL/dh that skips W_hh)
 // The gates are recomputed from the saved pre-activations, so forward and backward agree on them
-// bit for bit.
+// bit for bit; except after the LSTM forward with kBranchFree (the gated warp rows' forward with
+// its product on tensor cores), whose σ may differ from the backward's by 2 ulp (sigmoid_branch_free).
 #pragma once
 
 namespace prnn::gemm_rnn {
 
 __device__ __forceinline__ float sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
 
+// σ with the approximate division (__fdividef: within 2 ulp of sigmoid; 0 where 1 + e^−a passes
+// 2^126, as σ then is): no slow-path branch, so that an LSTM unit's three σ and two tanh overlap
+// instead of running one after another. Taken where the finish is on a persistent step's critical
+// path and measured faster (bench/results/h200/ab/gated_finish/): elsewhere the branch-free form
+// measured slower as often as faster.
+__device__ __forceinline__ float sigmoid_branch_free(float a) {
+  return __fdividef(1.0f, 1.0f + expf(-a));
+}
+
 struct LstmGates {
   float i, f, g, o;
 };
 
+template <bool kBranchFree = false>
 __device__ __forceinline__ LstmGates lstm_gates(const float (&a)[4]) {
-  return {sigmoid(a[0]), sigmoid(a[1]), tanhf(a[2]), sigmoid(a[3])};
+  if constexpr (kBranchFree)
+    return {sigmoid_branch_free(a[0]), sigmoid_branch_free(a[1]), tanhf(a[2]),
+            sigmoid_branch_free(a[3])};
+  else
+    return {sigmoid(a[0]), sigmoid(a[1]), tanhf(a[2]), sigmoid(a[3])};
 }
 
-// a: the unit's four full pre-activations; c: the cell state entering the step.
+// a: the unit's four full pre-activations; c: the cell state entering the step. kBranchFree: σ
+// by sigmoid_branch_free.
+template <bool kBranchFree = false>
 __device__ __forceinline__ void lstm_forward(const float (&a)[4], float c, float& c_new,
                                              float& h_new) {
-  const LstmGates q = lstm_gates(a);
+  const LstmGates q = lstm_gates<kBranchFree>(a);
   c_new = q.f * c + q.i * q.g;
   h_new = q.o * tanhf(c_new);
 }

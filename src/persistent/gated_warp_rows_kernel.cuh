@@ -87,11 +87,12 @@ __device__ __forceinline__ void hand_over_sums(float (*sums)[kSums], int gate, i
 // rows of W_hh, CTA row r = q·kUnits + j being gate q of unit j, padded to kMT row tiles of 16,
 // held as mma.sync m16n8k16 A fragments (16-bit, exact): warp w the k-tiles [w·kKT, (w+1)·kKT)
 // of every row tile (72 A registers for LSTM Wr = 3). The polled records go to shared memory as
-// h's 16-bit hi and lo (h = hi + lo to about 2^-16 relative), batch element i in row i (hi) and
-// 4 + i (lo) of the mma's n tile, so one mma per fragment takes both products; each warp's
-// partial sums, hi and lo added (lanes 2 apart, in that order), go to s_red [warp][row][batch];
-// the finisher adds the kWarps partial sums of each of its unit's gates in warp order
-// (deterministic). Against the FMAs: 18 mma and 12 B-fragment loads a warp and step (LSTM
+// h's 16-bit hi and lo (h = hi + lo to about 2^-16 relative), batch element i in row 2i (hi) and
+// 2i + 1 (lo) of the mma's n tile, so one mma per fragment takes both products and each lane's
+// accumulator pairs hold hi and lo of one batch element (lane tig: element tig), added in the
+// lane (no shuffle); each warp's partial sums go to s_red [warp][row][batch]; the finisher adds
+// the kWarps partial sums of each of its unit's gates in warp order (deterministic), the NG gates'
+// loads all issued first. Against the FMAs: 18 mma and 12 B-fragment loads a warp and step (LSTM
 // H = 1152) instead of 432 FFMA and 48 LDS.128.
 template <int NG, int kRec, int kMaxThreads>
 struct GatedMma {
@@ -123,7 +124,7 @@ struct GatedMma {
       }
   }
 
-  // Record k of batch element i (its 3 units, zeros past H) as hi and lo.
+  // Record k of batch element i (its 3 units, zeros past H) as hi and lo (n rows 2i, 2i + 1).
   template <DType WS>
   __device__ static void stage_record(unsigned short* stage, int i, int k, const float4& r) {
     const float v[kR3] = {r.x, r.y, r.z};
@@ -131,8 +132,8 @@ struct GatedMma {
     for (int c = 0; c < kR3; ++c) {
       unsigned short hi, lo;
       split16<WS>(v[c], hi, lo);
-      stage[i * kStride + kR3 * k + c] = hi;
-      stage[(4 + i) * kStride + kR3 * k + c] = lo;
+      stage[2 * i * kStride + kR3 * k + c] = hi;
+      stage[(2 * i + 1) * kStride + kR3 * k + c] = lo;
     }
   }
 
@@ -153,33 +154,33 @@ struct GatedMma {
         for (int mt = 0; mt < kMT; ++mt) mma_16816<WS>(acc[mt], a[mt][kt], b0, b1);
       }
     }
-    // Columns n = 2·tig, 2·tig + 1: hi of batch elements 2·tig.. (tig < 2), lo of 2·(tig − 2)..
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mt][e] += __shfl_xor_sync(0xFFFFFFFFu, acc[mt][e], 2);
-    if (tig < 2 && warp < kWarps) {
+    // Columns n = 2·tig (hi) and 2·tig + 1 (lo) of batch element tig, rows grp and grp + 8.
+    if (warp < kWarps) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
-        *reinterpret_cast<float2*>(&red[warp][mt * 16 + grp][2 * tig]) =
-            make_float2(acc[mt][0], acc[mt][1]);
-        *reinterpret_cast<float2*>(&red[warp][mt * 16 + grp + 8][2 * tig]) =
-            make_float2(acc[mt][2], acc[mt][3]);
+        red[warp][mt * 16 + grp][tig] = acc[mt][0] + acc[mt][1];
+        red[warp][mt * 16 + grp + 8][tig] = acc[mt][2] + acc[mt][3];
       }
     }
   }
 
-  // The NG sums of unit j (of the CTA) and batch element b, each over the warps in order.
+  // The NG sums of unit j (< kUnits, of the CTA) and batch element b, each over the warps in
+  // order (0 where not `live`; b is clamped, so every lane's loads stay in s_red): all NG·kWarps
+  // loads first, then NG independent chains, without a branch between the gates.
   __device__ static void gate_sums(const float (*red)[16 * kMT][4], int j, int b, bool live,
                                    float (&mv)[NG]) {
+    const int bc = b < 4 ? b : 3;
+    float v[NG][kWarps];
+#pragma unroll
+    for (int q = 0; q < NG; ++q)
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) v[q][w] = red[w][q * kUnits + j][bc];
 #pragma unroll
     for (int q = 0; q < NG; ++q) {
       float m = 0.0f;
-      if (live) {
 #pragma unroll
-        for (int w = 0; w < kWarps; ++w) m += red[w][q * kUnits + j][b];
-      }
-      mv[q] = m;
+      for (int w = 0; w < kWarps; ++w) m += v[q][w];
+      mv[q] = live ? m : 0.0f;
     }
   }
 };
@@ -342,7 +343,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gated_warp_rows_forward_kernel
         }
       }
       if constexpr (kMma) {
-        // The step's records as h's hi and lo rows (rows i and 4 + i of the n tile).
+        // The step's records as h's hi and lo rows (rows 2i and 2i + 1 of the n tile).
 #pragma unroll
         for (int i = 0; i < BB; ++i)
 #pragma unroll
@@ -400,7 +401,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gated_warp_rows_forward_kernel
     }
     UnitStep<NG> r{};
     if (finisher)
-      r = compute_forward_unit<NG>(p, t_prev, first, f_b, f_row, u, st, mv, 0.0f, f_pad, &bias);
+      r = compute_forward_unit<NG, gemm_rnn::RuntimeActivation, kMma>(p, t_prev, first, f_b, f_row,
+                                                                      u, st, mv, 0.0f, f_pad,
+                                                                      &bias);
     const float h = finisher ? r.h : 0.0f;
     const float h1 = __shfl_down_sync(kAll, h, 1), h2 = __shfl_down_sync(kAll, h, 2);
     if (publisher && s + 1 < p.steps)

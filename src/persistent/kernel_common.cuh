@@ -386,8 +386,8 @@ __device__ __forceinline__ GateBias<NG> load_gate_bias(const Params& p, int row)
 // The unit's step (row < H): the pre-activations from u, the matrix-vector sums mv and the
 // biases (vanilla: bias = b_ih + b_hh of the row, preloaded; gated cells read theirs, or take
 // them from `given`), then the cell (vanilla: the activation Act). pad: a padded step (sequence
-// lengths), an identity step.
-template <int NG, class Act = gemm_rnn::RuntimeActivation>
+// lengths), an identity step. kBranchFree: the LSTM's σ by gemm_rnn::sigmoid_branch_free.
+template <int NG, class Act = gemm_rnn::RuntimeActivation, bool kBranchFree = false>
 __device__ __forceinline__ UnitStep<NG> compute_forward_unit(const Params& p, std::int64_t t_prev,
                                                              bool first, int b, int row,
                                                              const float (&u)[NG], float st,
@@ -413,7 +413,7 @@ __device__ __forceinline__ UnitStep<NG> compute_forward_unit(const Params& p, st
       r.a[q] = u[q] + mv[q] +
                (given != nullptr ? given->a[q]
                                  : __ldg(p.b_ih + q * H + row) + __ldg(p.b_hh + q * H + row));
-    gemm_rnn::lstm_forward(r.a, st, r.c, r.h);
+    gemm_rnn::lstm_forward<kBranchFree>(r.a, st, r.c, r.h);
     if (pad) {
       r.c = st;
       r.h = h_pass;
