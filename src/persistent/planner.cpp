@@ -421,12 +421,14 @@ constexpr double kGatedWarpRowsBackwardFixedCycles = 3400;
 // The gated warp-rows forward's product on tensor cores (Tiling::gated_warp_rows_mma): cycles
 // per mma.sync of a warp's product (kMT·kKT of them: LSTM 18, GRU 16 at 3 records per CTA), in
 // place of the FMA issue and the records' shared-memory reads; the rest of the chain as the FMA
-// form's. Fitted to the H200 A/B at bf43a69 (bench/results/h200/ab/gated_mma/: bf16, LSTM
-// H = 1152 B = 4 3.12, GRU 2.97 µs/step forward): 150 and 158. It scales with a warp's mma, not
-// with its scheduler's (LSTM 54 a scheduler, GRU 36), and a lab without the mma took 0.8–1.0
-// µs off the step; why an mma costs that much is not known (bench/persistent/NOTES.md, "The
-// gated warp rows' product on tensor cores").
-constexpr double kGatedMmaCycles = 155;
+// form's. Fitted to the H200 steps of 25d829c (bench/results/h200/ab/gated_finish/final_*.csv,
+// medians of 4: bf16 forward, LSTM H = 1152 B = 3 / 4 2.35 / 2.58, H = 1024 B = 3 2.32; GRU
+// H = 1152 B = 4 2.73, H = 1024 B = 4 2.61 µs/step): the LSTM's alone gives ~90, the GRU's ~125
+// (its finish, r before n, stays serial), 100 lies 0.91–1.09× on all five. It is not the mma's
+// cost: alone, the product takes ~390 cycles an iteration in 12 warps, 21 a warp's mma
+// (bench/persistent/mma_issue_lab.cu); the stamps put ~520 cycles of the step in the product,
+// ~1050 in the finish (ab/gated_finish/stamps_after.txt).
+constexpr double kGatedMmaCycles = 100;
 // The staged FMA kernels (gated cells with FMA weights): the staging's polls, its barrier, the
 // reduction's barrier, the finishers' gate math, the publish. From the gated f32 steps at B = 1..32
 // (cells_figure3.csv: LSTM H=1024 3.61 at B = 1, 5.81 at B = 4; GRU H=1152 2.98, 4.71) and the
