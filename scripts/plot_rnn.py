@@ -19,6 +19,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+from matplotlib import ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
 METRICS = [("fwd_us_per_step", "forward"), ("fwdbwd_us_per_step", "forward + backward")]
@@ -72,6 +73,22 @@ def groups(values, axis):
     return {k: v for k, v in out.items() if len(v) >= 2}
 
 
+def label_y(ax):
+    """Labelled µs ticks on the log y axis whatever its range: within a decade (where a log axis
+    has no major tick, or one) about 6 evenly spaced round values, else 1, 2, 5 per decade."""
+    lo, hi = ax.get_ylim()
+    if lo <= 0 or hi <= lo:
+        return
+    if hi / lo < 10:
+        ticks = [t for t in ticker.MaxNLocator(nbins=6).tick_values(lo, hi) if lo <= t <= hi]
+    else:
+        ticks = [t for t in ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)).tick_values(lo, hi)
+                 if lo <= t <= hi]
+    ax.set_yticks(ticks)
+    ax.set_yticklabels([f"{t:g}" for t in ticks])
+    ax.set_ylim(lo, hi)
+
+
 def plot_group(values, floor, fixed, points, axis, path):
     xs = sorted(points)
     impls = sorted({impl for (case, impl, _) in values if case in points.values()}, key=impl_key)
@@ -93,6 +110,7 @@ def plot_group(values, floor, fixed, points, axis, path):
         ax.set_xticks(ticks)
         ax.set_xticklabels([str(x) for x in ticks])
         ax.minorticks_off()
+        label_y(ax)
         ax.set_xlabel("batch B" if axis == "B" else "sequence length T")
         ax.set_ylabel("µs per step")
         ax.set_title(title)
