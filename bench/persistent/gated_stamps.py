@@ -2,8 +2,9 @@
 """Summarizes the gated warp-rows forward's stamps (bench/persistent/patches/gated_stamps.patch):
 mean SM cycles per step in each phase, for the gate-0 warps (which finish the units) and the
 other warps, over every CTA that counted steps. Usage: gated_stamps.py FILE [WARPS_PER_CTA]."""
-import struct
 import sys
+
+from stamps_file import warp_slots
 
 PHASES = ["wait for the records", "staging + barrier 1", "product", "barrier 2", "finish",
           "whole step"]
@@ -14,18 +15,11 @@ FINISH_PARTS = ["gate sums", "cell", "publication", "unit's stores"]
 def main():
     path = sys.argv[1]
     warps_used = int(sys.argv[2]) if len(sys.argv) > 2 else 12
-    data = open(path, "rb").read()
-    ctas, warps, slots = struct.unpack_from("<3q", data, 0)
-    values = struct.unpack_from("<%dQ" % (ctas * warps * slots), data, 24)
     records = warps_used // 4 if warps_used % 4 == 0 else warps_used // 3  # Wr: warps / NG
     roles = {"gate-0 warps": [], "other warps": []}
-    for c in range(ctas):
-        for w in range(min(warps, warps_used)):
-            v = values[(c * warps + w) * slots:(c * warps + w + 1) * slots]
-            if v[7] == 0:
-                continue
-            role = "gate-0 warps" if w < records else "other warps"
-            roles[role].append([x / v[7] for x in v[:6]] + [x / v[7] for x in v[8:12]])
+    for w, v in warp_slots(path, warps_used):
+        role = "gate-0 warps" if w < records else "other warps"
+        roles[role].append([x / v[7] for x in v[:6]] + [x / v[7] for x in v[8:12]])
     for role, rows in roles.items():
         if not rows:
             continue

@@ -3,8 +3,9 @@
 mean SM cycles per step in each phase, for the finishing warps (the first 8·NT·R threads: warps
 0..2 at R = 9, NT = 1; 0..3 at R = 16) and the others, over every CTA that counted steps.
 Usage: tc_backward_stamps.py FILE [FINISHING_WARPS]."""
-import struct
 import sys
+
+from stamps_file import warp_slots
 
 PHASES = ["wait for the arrivals", "sum of X over the CTAs", "cell's backward",
           "dQ staging + barrier", "products + X stores", "arrival (barrier, fence, count)",
@@ -14,17 +15,10 @@ PHASES = ["wait for the arrivals", "sum of X over the CTAs", "cell's backward",
 def main():
     path = sys.argv[1]
     finishing = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    data = open(path, "rb").read()
-    ctas, warps, slots = struct.unpack_from("<3q", data, 0)
-    values = struct.unpack_from("<%dQ" % (ctas * warps * slots), data, 24)
     roles = {"finishing warps": [], "other warps": []}
-    for c in range(ctas):
-        for w in range(warps):
-            v = values[(c * warps + w) * slots:(c * warps + w + 1) * slots]
-            if v[7] == 0:
-                continue
-            role = "finishing warps" if w < finishing else "other warps"
-            roles[role].append([x / v[7] for x in v[:7]] + [v[8] / v[7]])
+    for w, v in warp_slots(path):
+        role = "finishing warps" if w < finishing else "other warps"
+        roles[role].append([x / v[7] for x in v[:7]] + [v[8] / v[7]])
     for role, rows in roles.items():
         if not rows:
             continue
