@@ -304,7 +304,8 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
   // tensor cores (bench/results/h200/ab/gated_mma/): GRU H = 1152 B = 4 3.42 → 2.97, H = 1024
   // 3.42 → 2.88; LSTM H = 1152 B = 4 3.29 → 3.12, B = 3 2.99 → 2.84, H = 1024 B = 3 3.01 → 2.76.
   // At B ≤ 2 (LSTM H = 1152 B = 1 2.02 → 2.52) and at 2 records per CTA (GRU H = 768 B = 4 2.23
-  // → 2.50) the FMAs stay.
+  // → 2.50) the FMAs stay. These predate 25d829c's finish, which took another 0.3–0.5 µs off the
+  // tensor-core form at B = 4 (ab/gated_finish/); B ≤ 2 has not been measured since.
   t.gated_warp_rows_mma = t.gated_warp_rows >= 0 && gated_mma && tensor_cores != TensorCores::Off &&
                           (weights == DType::BF16 || weights == DType::F16) &&
                           gated_warp_rows_has_mma(kGatedWarpRowsShapes[t.gated_warp_rows]) &&
