@@ -24,14 +24,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                     \
-  do {                                                                               \
-    cudaError_t e = (x);                                                             \
-    if (e != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
+#include "lab_common.cuh"
 
 constexpr int kWarps = 12, kThreads = 32 * kWarps;
 constexpr int kNG = 4, kRec = 12, kBB = 4, kOwn = 4;  // LSTM, BB = 4: 16 records a lane
@@ -41,15 +34,6 @@ constexpr int kKPadded = kNG * 4 * 32 * kRec;          // 6144
 constexpr int kPad = 8;                                // staged rows padded against conflicts
 
 enum Mode { kFma, kMma, kStage, kPadded, kPaddedStage };
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0,
-                                         unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 __device__ __forceinline__ void split(float v, unsigned short& hi, unsigned short& lo) {
   const __nv_bfloat16 h = __float2bfloat16_rn(v);
@@ -105,41 +89,26 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const long long t0 = clock64();
   for (int it = 0; it < iters; ++it) {
-    // ---- staging ----
-    if constexpr (M == kFma) {
+    // ---- staging: each of the lane's records (batch element i, gate q, record k) ----
 #pragma unroll
-      for (int i = 0; i < kBB; ++i)
+    for (int i = 0; i < kBB; ++i)
 #pragma unroll
-        for (int m = 0; m < kOwn; ++m) {
-          int q, k;
-          slot(warp, m, q, k);
+      for (int m = 0; m < kOwn; ++m) {
+        int q, k;
+        slot(warp, m, q, k);
+        const float v[3] = {rec[i][m].x, rec[i][m].y, rec[i][m].z};
+        if constexpr (M == kFma) {
           share[((i * kNG + q) * kRec + k / 32) * 32 + lane] = rec[i][m];
-        }
-    } else if constexpr (kPadK) {
+        } else if constexpr (kPadK) {
+          unsigned short h[3], l[3];
 #pragma unroll
-      for (int i = 0; i < kBB; ++i)
-#pragma unroll
-        for (int m = 0; m < kOwn; ++m) {
-          int q, k;
-          slot(warp, m, q, k);
-          unsigned short h[4] = {}, l[4] = {};
-          split(rec[i][m].x, h[0], l[0]);
-          split(rec[i][m].y, h[1], l[1]);
-          split(rec[i][m].z, h[2], l[2]);
+          for (int c = 0; c < 3; ++c) split(v[c], h[c], l[c]);
           const int at = q * 4 * 32 * kRec + 4 * k;
           *reinterpret_cast<uint2*>(stage + 2 * i * kStride + at) =
               make_uint2(h[0] | unsigned(h[1]) << 16, h[2]);
           *reinterpret_cast<uint2*>(stage + (2 * i + 1) * kStride + at) =
               make_uint2(l[0] | unsigned(l[1]) << 16, l[2]);
-        }
-    } else {
-#pragma unroll
-      for (int i = 0; i < kBB; ++i)
-#pragma unroll
-        for (int m = 0; m < kOwn; ++m) {
-          int q, k;
-          slot(warp, m, q, k);
-          const float v[3] = {rec[i][m].x, rec[i][m].y, rec[i][m].z};
+        } else {
 #pragma unroll
           for (int c = 0; c < 3; ++c) {
             unsigned short hi, lo;
@@ -148,7 +117,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             stage[(2 * i + 1) * kStride + q * kUnits + 3 * k + c] = lo;
           }
         }
-    }
+      }
     __syncthreads();
     // ---- product ----
     if constexpr (M == kFma) {
