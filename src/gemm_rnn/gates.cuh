@@ -39,11 +39,8 @@ struct LstmGates {
 
 template <bool kBranchFree = false>
 __device__ __forceinline__ LstmGates lstm_gates(const float (&a)[4]) {
-  if constexpr (kBranchFree)
-    return {sigmoid_branch_free(a[0]), sigmoid_branch_free(a[1]), tanhf(a[2]),
-            sigmoid_branch_free(a[3])};
-  else
-    return {sigmoid(a[0]), sigmoid(a[1]), tanhf(a[2]), sigmoid(a[3])};
+  const auto s = [](float x) { return kBranchFree ? sigmoid_branch_free(x) : sigmoid(x); };
+  return {s(a[0]), s(a[1]), tanhf(a[2]), s(a[3])};
 }
 
 // a: the unit's four full pre-activations; c: the cell state entering the step. kBranchFree: σ
