@@ -59,6 +59,22 @@ void gemm(CublasHandle& h, bool ta, bool tb, std::int64_t M, std::int64_t N, std
   if (switched) PRNN_CUBLAS_CHECK(cublasSetMathMode(h.get(), math_mode(h.math())));
 }
 
+void gemm16(CublasHandle& h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
+            const void* A, std::int64_t lda, const void* B, std::int64_t ldb, DType dtype,
+            float beta, float* C, std::int64_t ldc) {
+  PRNN_ASSERT(M > 0 && N > 0 && K > 0);
+  PRNN_ASSERT(dtype == DType::BF16 || dtype == DType::F16);
+  const cudaDataType_t type = dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+  const float one = 1.0f;
+  PRNN_CUBLAS_CHECK(cublasSetMathMode(h.get(), CUBLAS_DEFAULT_MATH));
+  PRNN_CUBLAS_CHECK(
+      cublasGemmEx(h.get(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                   static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &one, B, type,
+                   static_cast<int>(ldb), A, type, static_cast<int>(lda), &beta, C, CUDA_R_32F,
+                   static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  PRNN_CUBLAS_CHECK(cublasSetMathMode(h.get(), math_mode(h.math())));
+}
+
 }  // namespace prnn
 
 #endif  // PRNN_WITH_CUDA

@@ -11,6 +11,7 @@
 //   bind(stream)                cublasSetStream, then cublasSetWorkspace with the owned
 //                               workspace if any (cublasSetStream resets it to cuBLAS's own).
 //   gemm(h, ...)                C = op(A)·op(B) + beta·C, row-major (see below).
+//   gemm16(h, ...)              the same with 16-bit A and B (bf16 or f16), fp32 C.
 // Errors throw through PRNN_CUBLAS_CHECK / PRNN_CUDA_CHECK; the destructor ignores
 // cublasDestroy's status. Not copyable, not movable.
 #pragma once
@@ -59,5 +60,13 @@ class CublasHandle {
 void gemm(CublasHandle& h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
           const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
           std::int64_t ldc, std::optional<GemmMath> math = std::nullopt);
+
+// gemm with A and B of `dtype` (BF16 or F16) and C fp32: cublasGemmEx with fp32 compute on
+// tensor cores (the handle's math switched to CUBLAS_DEFAULT_MATH for the call, then back). The
+// products of 16-bit values are exact in fp32, so this computes what gemm computes on the same
+// values converted to fp32 (TF32 holds them exactly), up to the order of the fp32 additions.
+void gemm16(CublasHandle& h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
+            const void* A, std::int64_t lda, const void* B, std::int64_t ldb, DType dtype,
+            float beta, float* C, std::int64_t ldc);
 
 }  // namespace prnn

@@ -15,9 +15,11 @@
 //         dn = dh_total(1−z), dz = dh_total(h − n), da_n = dn(1−n²), dr = da_n·a_hh_n
 //         da_ih = [dr·r(1−r), dz·z(1−z), da_n]; da_hh = [same r, same z, da_n·r]
 //         carry out = dh_total·z (the part of dL/dh that skips W_hh)
-// The gates are recomputed from the saved pre-activations, so forward and backward agree on them
-// bit for bit; except after the LSTM forward with kBranchFree (the gated warp rows' forward with
-// its product on tensor cores), whose σ may differ from the backward's by 2 ulp (sigmoid_branch_free).
+// The gates are recomputed from the saved pre-activations. kBranchFree (σ by sigmoid_branch_free)
+// is taken by the persistent kernels where it measured faster: the LSTM's forward with the
+// product on tensor cores (gated warp rows and tensor-core kernels) and the backwards but the
+// gated warp rows' LSTM at BB = 4 (persistent/kernel_common.cuh, compute_backward_unit). Where
+// one pass takes it and the other does not, their σ may differ by 2 ulp.
 #pragma once
 
 namespace prnn::gemm_rnn {
@@ -27,8 +29,8 @@ __device__ __forceinline__ float sigmoid(float a) { return 1.0f / (1.0f + expf(-
 // σ with the approximate division (__fdividef: within 2 ulp of sigmoid; 0 where 1 + e^−a passes
 // 2^126, as σ then is): no slow-path branch, so that an LSTM unit's three σ and two tanh overlap
 // instead of running one after another. Taken where the finish is on a persistent step's critical
-// path and measured faster (bench/results/h200/ab/gated_finish/): elsewhere the branch-free form
-// measured slower as often as faster.
+// path and measured faster (bench/results/h200/ab/gated_finish/, ab/prepared2/): in the step
+// kernels and most persistent forwards the branch-free form measured slower as often as faster.
 __device__ __forceinline__ float sigmoid_branch_free(float a) {
   return __fdividef(1.0f, 1.0f + expf(-a));
 }
@@ -54,9 +56,10 @@ __device__ __forceinline__ void lstm_forward(const float (&a)[4], float c, float
 }
 
 // dh: dL/dh'; carry: dL/dc' through the next step (in), dL/dc (out); da: the four gradients.
+template <bool kBranchFree = false>
 __device__ __forceinline__ void lstm_backward(const float (&a)[4], float c, float c_new, float dh,
                                               float& carry, float (&da)[4]) {
-  const LstmGates q = lstm_gates(a);
+  const LstmGates q = lstm_gates<kBranchFree>(a);
   const float tc = tanhf(c_new);
   const float dct = carry + dh * q.o * (1.0f - tc * tc);
   da[0] = dct * q.g * q.i * (1.0f - q.i);
@@ -70,9 +73,11 @@ struct GruGates {
   float r, z, n;
 };
 
+template <bool kBranchFree = false>
 __device__ __forceinline__ GruGates gru_gates(const float (&a_ih)[3], const float (&a_hh)[3]) {
-  const float r = sigmoid(a_ih[0] + a_hh[0]);
-  const float z = sigmoid(a_ih[1] + a_hh[1]);
+  const auto s = [](float x) { return kBranchFree ? sigmoid_branch_free(x) : sigmoid(x); };
+  const float r = s(a_ih[0] + a_hh[0]);
+  const float z = s(a_ih[1] + a_hh[1]);
   return {r, z, tanhf(a_ih[2] + r * a_hh[2])};
 }
 
@@ -84,10 +89,11 @@ __device__ __forceinline__ float gru_forward(const float (&a_ih)[3], const float
 }
 
 // dh: dL/dh' through the output and W_hh; carry: z'·dh' of the next step (in), z·dh_total (out).
+template <bool kBranchFree = false>
 __device__ __forceinline__ void gru_backward(const float (&a_ih)[3], const float (&a_hh)[3],
                                              float h, float dh, float& carry, float (&da_ih)[3],
                                              float (&da_hh)[3]) {
-  const GruGates q = gru_gates(a_ih, a_hh);
+  const GruGates q = gru_gates<kBranchFree>(a_ih, a_hh);
   const float d = dh + carry;
   const float dn = d * (1.0f - q.z);
   const float dz = d * (h - q.n);

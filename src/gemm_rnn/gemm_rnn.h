@@ -72,7 +72,7 @@ std::string can_implement(const RnnDesc& desc, std::int64_t steps, std::int64_t 
 // pointers the launches bake in) stays the same.
 class CachedGraph {
  public:
-  using Key = std::array<const void*, 8>;
+  using Key = std::array<const void*, 10>;
   CachedGraph() = default;
   ~CachedGraph();
   CachedGraph(const CachedGraph&) = delete;
@@ -96,6 +96,11 @@ class CachedGraph {
 struct ForwardArgs {
   const float* x = nullptr;
   const float* params = nullptr;
+  // A 16-bit layer's x and params as given (dtype16 BF16 or F16; else null): layer 0's GEMM over
+  // all steps reads them straight (gemm16) instead of their fp32 copies.
+  const void* x16 = nullptr;
+  const void* params16 = nullptr;
+  DType dtype16 = DType::F32;
   const float* h0 = nullptr;
   const float* c0 = nullptr;  // LSTM
   float* y = nullptr;

@@ -589,7 +589,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 #pragma unroll
     for (int q = 1; q < NG; ++q) mv += has_source && lane < kSums ? s_sums[rr][q - 1][lane] : 0.0f;
     BackwardUnitOut<NG> o{};
-    if (finisher) o = compute_backward_unit<NG>(p, bin, mv, f_pad);
+    // σ with its slow-path branch for the LSTM at BB = 4, where the branch-free form measured
+    // slower (compute_backward_unit).
+    if (finisher)
+      o = compute_backward_unit<NG, gemm_rnn::RuntimeActivation, !(NG == 4 && BB == 4)>(p, bin, mv,
+                                                                                       f_pad);
     if (s + 1 < p.steps) {
 #pragma unroll
       for (int q = 0; q < NG; ++q) {

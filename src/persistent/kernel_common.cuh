@@ -539,7 +539,12 @@ struct BackwardUnitOut {
 // The unit's step: dh = dy_t + mv + extra (mv = W_hhᵀ dQ_prev, 0 at s = 0; extra is 0 at s > 0
 // without lengths, so the sum is exact there), then the cell's backward (vanilla: act' of Act
 // from h_t). pad: a padded step: dy ignored, no gate gradients, dh goes on in the carry.
-template <int NG, class Act = gemm_rnn::RuntimeActivation>
+// kBranchFree: the gated cells' σ by gemm_rnn::sigmoid_branch_free. H200, T = 256, µs/step
+// forward + backward (bench/results/h200/ab/prepared2/, sigma against tree): 1.8–7.6 % faster
+// for the GRU and LSTM at B = 2 and the GRU at B = 4 in every kernel, the LSTM bf16 at B = 4 on
+// tensor cores; 1.0–1.8 % slower for the LSTM f32 at B = 4 (gated warp rows, BB = 4), which
+// passes false.
+template <int NG, class Act = gemm_rnn::RuntimeActivation, bool kBranchFree = true>
 __device__ __forceinline__ BackwardUnitOut<NG> compute_backward_unit(const Params& p,
                                                                      const BackwardUnitIn<NG>& in,
                                                                      float mv, bool pad) {
@@ -552,7 +557,7 @@ __device__ __forceinline__ BackwardUnitOut<NG> compute_backward_unit(const Param
     const float a[4] = {in.a[0], in.a[1], in.a[2], in.a[3]};
     float da[4];
     r.carry = in.carry;
-    gemm_rnn::lstm_backward(a, in.st[0], in.st[1], dh, r.carry, da);
+    gemm_rnn::lstm_backward<kBranchFree>(a, in.st[0], in.st[1], dh, r.carry, da);
     if (pad) r.carry = in.carry;
 #pragma unroll
     for (int q = 0; q < 4; ++q) r.dq[q] = r.dp[q] = pad ? 0.0f : da[q];
@@ -561,7 +566,7 @@ __device__ __forceinline__ BackwardUnitOut<NG> compute_backward_unit(const Param
     const float a_hh[3] = {in.a[3], in.a[4], in.a[5]};
     float da_ih[3], da_hh[3];
     r.carry = in.carry;
-    gemm_rnn::gru_backward(a_ih, a_hh, in.st[0], dh, r.carry, da_ih, da_hh);
+    gemm_rnn::gru_backward<kBranchFree>(a_ih, a_hh, in.st[0], dh, r.carry, da_ih, da_hh);
     if (pad) r.carry = in.carry + dh;  // padded: the whole dh skips W_hh
 #pragma unroll
     for (int q = 0; q < 3; ++q) {

@@ -299,13 +299,13 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
   Tiling t = tile_kernels(gates, hidden, batch, sm_count, weights, tensor_cores, warp_rows);
   t.weights = weights;
   // The tensor-core product where it measured faster, the shapes gated_warp_rows_has_mma takes:
-  // 3 records per CTA (Wr·NG ≥ 9 warps, H ≥ 793 on 132 SMs) at BB = 4 (B = 3, 4). H200, bf16,
-  // T = 256, µs/step forward, FMAs against
-  // tensor cores (bench/results/h200/ab/gated_mma/): GRU H = 1152 B = 4 3.42 → 2.97, H = 1024
-  // 3.42 → 2.88; LSTM H = 1152 B = 4 3.29 → 3.12, B = 3 2.99 → 2.84, H = 1024 B = 3 3.01 → 2.76.
-  // At B ≤ 2 (LSTM H = 1152 B = 1 2.02 → 2.52) and at 2 records per CTA (GRU H = 768 B = 4 2.23
-  // → 2.50) the FMAs stay. These predate 25d829c's finish, which took another 0.3–0.5 µs off the
-  // tensor-core form at B = 4 (ab/gated_finish/); B ≤ 2 has not been measured since.
+  // 3 records per CTA (Wr·NG ≥ 9 warps, H ≥ 793 on 132 SMs), the LSTM at every B, the GRU at
+  // BB = 4 (B = 3, 4). H200, bf16, T = 256, µs/step forward, FMAs against tensor cores, after
+  // 25d829c's finish (bench/results/h200/ab/prepared2/mma_all_*.csv): LSTM H = 1152 B = 1 2.00 →
+  // 1.95, B = 2 2.36 → 2.11, H = 1024 B = 2 2.33 → 2.01; GRU H = 1152 B = 1 1.66 → 1.86, B = 2
+  // 2.14 → 2.31 (the GRU's FMA forward is faster there). At B = 4 (ab/gated_mma/, before that
+  // finish): GRU H = 1152 3.42 → 2.97, LSTM H = 1152 3.29 → 3.12. At 2 records per CTA (GRU
+  // H = 768 B = 4 2.23 → 2.50) the FMAs stay.
   t.gated_warp_rows_mma = t.gated_warp_rows >= 0 && gated_mma && tensor_cores != TensorCores::Off &&
                           (weights == DType::BF16 || weights == DType::F16) &&
                           gated_warp_rows_has_mma(kGatedWarpRowsShapes[t.gated_warp_rows]) &&

@@ -174,9 +174,12 @@ __device__ __forceinline__ void end_tensor_core_launch(const Params& p, unsigned
 //           h_{t-1} of a batch chunk of up to 8·NT elements in shared memory as 16-bit hi and
 //           lo rows (h = hi + lo to about 2^-16 relative: two products per fragment keep the
 //           recurrence near fp32 accuracy with 16-bit weights), [8·NT][8·KT·16 + kStagePad] each.
-//           A chunk of at most 4 elements is packed: hi in rows 0-3 and lo in rows 4-7 of the hi
-//           rows, so that one mma per fragment computes both products (columns n and n + 4 of
-//           the sum, added by the finisher), half the mma of two products on a half-empty tile.
+//           A chunk of at most 4 elements is packed: element b's hi and lo in rows 2b and
+//           2b + 1 of the hi rows, so that one mma per fragment computes both products, half the
+//           mma of two products on a half-empty tile. Its columns 2b and 2b + 1 land in one
+//           lane's accumulators and are added there (no shuffles; H200 A/B in
+//           bench/results/h200/ab/prepared2/, `cols`: LSTM bf16 H = 2048 B = 2, 4 4–5 % faster
+//           forward and forward + backward, the same elsewhere).
 // Per step and batch chunk:
 //           the finishers (one per unit and batch element) load u_t and the state entering the
 //           step; thread 0 waits for the chunk's arrival counter to reach CTAs·s; every thread
@@ -298,16 +301,17 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
               const int bb = 4 * e / Hp, k = 4 * e % Hp;  // k a multiple of 4: 8-byte stores
               uint2 hi, lo;
               split4<WS>(v[i], hi, lo);
-              *reinterpret_cast<uint2*>(s_hi + bb * kStride + k) = hi;
-              *reinterpret_cast<uint2*>((packed ? s_hi + (bb + 4) * kStride : s_lo + bb * kStride) +
-                                        k) = lo;
+              *reinterpret_cast<uint2*>(s_hi + (packed ? 2 * bb : bb) * kStride + k) = hi;
+              *reinterpret_cast<uint2*>(
+                  (packed ? s_hi + (2 * bb + 1) * kStride : s_lo + bb * kStride) + k) = lo;
             }
           }
         } else {
           for (int e = tid; e < nb * H; e += kTensorCoreThreads) {
             const int bb = e / H, k = e % H;
-            split16<WS>(p.h0[static_cast<std::int64_t>(b0 + bb) * H + k], s_hi[bb * kStride + k],
-                        packed ? s_hi[(bb + 4) * kStride + k] : s_lo[bb * kStride + k]);
+            split16<WS>(p.h0[static_cast<std::int64_t>(b0 + bb) * H + k],
+                        s_hi[(packed ? 2 * bb : bb) * kStride + k],
+                        packed ? s_hi[(2 * bb + 1) * kStride + k] : s_lo[bb * kStride + k]);
           }
         }
         __syncthreads();
@@ -347,10 +351,16 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 #pragma unroll
             for (int nt = 0; nt < kNT; ++nt) {
               const int r = mt * 16 + grp, n = nt * 8 + 2 * tig;
-              *reinterpret_cast<float2*>(&s_red[warp][r][n]) =
-                  make_float2(acc[mt][nt][0], acc[mt][nt][1]);
-              *reinterpret_cast<float2*>(&s_red[warp][r + 8][n]) =
-                  make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+              if constexpr (kPacked) {
+                // columns 2·tig, 2·tig + 1: hi and lo of batch element tig
+                s_red[warp][r][tig] = acc[mt][nt][0] + acc[mt][nt][1];
+                s_red[warp][r + 8][tig] = acc[mt][nt][2] + acc[mt][nt][3];
+              } else {
+                *reinterpret_cast<float2*>(&s_red[warp][r][n]) =
+                    make_float2(acc[mt][nt][0], acc[mt][nt][1]);
+                *reinterpret_cast<float2*>(&s_red[warp][r + 8][n]) =
+                    make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+              }
             }
         };
         if (packed)
@@ -369,12 +379,13 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 #pragma unroll
           for (int w = 0; w < kTensorCoreWarps; ++w)
 #pragma unroll
-            for (int q = 0; q < NG; ++q) {
-              mv[q] += s_red[w][q * R + f_j][f_bb];
-              if (packed) mv[q] += s_red[w][q * R + f_j][f_bb + 4];
-            }
+            for (int q = 0; q < NG; ++q) mv[q] += s_red[w][q * R + f_j][f_bb];
         }
-        out = compute_forward_unit<NG>(p, t_prev, first, f_b, f_row, u, st, mv, 0.0f, f_pad);
+        // The LSTM's σ branch-free (gates.cuh): H200, LSTM bf16 H = 2048 B = 2, 4, 2.4–3.2 %
+        // faster forward (bench/results/h200/ab/prepared2/, `sigma`).
+        out = compute_forward_unit<NG, gemm_rnn::RuntimeActivation, true>(p, t_prev, first, f_b,
+                                                                          f_row, u, st, mv, 0.0f,
+                                                                          f_pad);
         if (s + 1 < p.steps) dst[static_cast<std::int64_t>(f_b) * Hp + f_row] = out.h;
       }
       if (s + 1 < p.steps) arrive(ex.arrived + chunk);  // every finisher's h before it
@@ -401,7 +412,8 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 //           registers (4·(KT − KS)·kKT), the last KS in shared memory ([warp][KS][kKT][lane]).
 //           The chunk's dQ in shared memory as 16-bit hi and lo (dQ = hi + lo to about 2^-16
 //           relative, as the forward's h), [8·NT][kKT·16 + kStagePad] each; a chunk of at most
-//           4 packed as the forward's (hi and lo in one n tile, one mma per fragment).
+//           4 packed as the forward's (element b's hi and lo in rows 2b, 2b + 1, one mma per
+//           fragment, their columns added in the lane).
 // Per step and batch chunk:
 //           the finishers (one per unit and batch element) load what the unit's step reads; at
 //           s > 0 thread 0 waits for the chunk's counter to reach CTAs·s, then lane groups sum
@@ -547,14 +559,14 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
 
       if (publish) {
         // ---- dQ as hi and lo, then X_s of this CTA: each warp its m-tiles. A chunk of at most
-        //      4 is packed as in the forward: lo in the hi rows 4-7, one mma per fragment, and
-        //      columns n and n + 4 of the product added across lanes tig and tig + 2 ---------
+        //      4 is packed as in the forward: element b's hi and lo in rows 2b, 2b + 1, one mma
+        //      per fragment, and columns 2b, 2b + 1 of the product added in lane tig = b ------
         const bool packed = nb <= 4;
         if (finisher && f_bb < nb) {
 #pragma unroll
           for (int q = 0; q < NG; ++q)
-            split16<WS>(f_live ? out.dq[q] : 0.0f, s_dq[0][f_bb][q * R + f_j],
-                        packed ? s_dq[0][f_bb + 4][q * R + f_j] : s_dq[1][f_bb][q * R + f_j]);
+            split16<WS>(f_live ? out.dq[q] : 0.0f, s_dq[0][packed ? 2 * f_bb : f_bb][q * R + f_j],
+                        packed ? s_dq[0][2 * f_bb + 1][q * R + f_j] : s_dq[1][f_bb][q * R + f_j]);
         }
         __syncthreads();
         float* xo = ex.data + (static_cast<std::int64_t>(s & 1) * chunks + chunk) * per_chunk +
@@ -585,11 +597,13 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
                 mma_16816<WS>(d, a[kt], bh[kt][0], bh[kt][1]);
                 if constexpr (!kPacked) mma_16816<WS>(d, a[kt], bl[kt][0], bl[kt][1]);
               }
-              if constexpr (kPacked)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) d[i] += __shfl_down_sync(0xFFFFFFFFu, d[i], 2);
               const int m = (warp * KT + mt) * 16 + grp, n = nt * 8 + 2 * tig;
-              if (n < nb && (!kPacked || tig < 2)) {
+              if constexpr (kPacked) {
+                // hi and lo of batch element tig in columns 2·tig, 2·tig + 1 (columns past nb:
+                // rows not staged for this chunk, stored but never read)
+                if (m < H) xo[static_cast<std::int64_t>(m) * kNB + tig] = d[0] + d[1];
+                if (m + 8 < H) xo[static_cast<std::int64_t>(m + 8) * kNB + tig] = d[2] + d[3];
+              } else if (n < nb) {
                 if (m < H)
                   *reinterpret_cast<float2*>(xo + static_cast<std::int64_t>(m) * kNB + n) =
                       make_float2(d[0], d[1]);

@@ -350,15 +350,17 @@ constexpr std::size_t gated_warp_rows_smem_bytes(const GatedWarpRowsShape& s, bo
 
 // The gated warp-rows forward's product on tensor cores (GatedMma, gated_warp_rows_kernel.cuh).
 // A shape runs Wr = its launch bound's warps / NG records per CTA; the shapes that have the
-// tensor-core product are those of BB = 4 at 3 records per CTA, where it measured faster than the
-// FMAs (tile()). Their CTA's NG·3·Wr gate rows go in row tiles of 16, and each of the Wr·NG warps
-// takes a share of the 16-column k-tiles of the 96·kRec columns, every row tile of each: one
-// A fragment (4 registers) per row tile and k-tile, and one mma per fragment and step.
+// tensor-core product are those at 3 records per CTA where it measured faster than the FMAs
+// (tile()): the LSTM's at every BB, the GRU's at BB = 4. Their CTA's NG·3·Wr gate rows go in row
+// tiles of 16, and each of the Wr·NG warps takes a share of the 16-column k-tiles of the 96·kRec
+// columns, every row tile of each: one A fragment (4 registers) per row tile and k-tile, and one
+// mma per fragment and step.
 constexpr int gated_warp_rows_shape_records(const GatedWarpRowsShape& s) {
   return s.max_threads / 32 / s.gates;
 }
 constexpr bool gated_warp_rows_has_mma(const GatedWarpRowsShape& s) {
-  return s.batch_per_warp == 4 && gated_warp_rows_shape_records(s) == kGatedWarpRowsMaxRecordWarps;
+  return gated_warp_rows_shape_records(s) == kGatedWarpRowsMaxRecordWarps &&
+         (s.gates == 4 || s.batch_per_warp == 4);
 }
 constexpr int gated_mma_row_tiles(int gates, int records) {
   return (gates * kUnitsPerRecord * records + 15) / 16;

@@ -350,6 +350,9 @@ void Rnn::forward(const TensorView& x, const TensorView& params, const TensorVie
     gemm_rnn::ForwardArgs a;
     a.x = s.in32(x, st->x, stream);
     a.params = s.in32(params, st->params, stream);
+    a.x16 = x.data();
+    a.params16 = params.data();
+    a.dtype16 = params.dtype();
     a.h0 = s.in32(h0, st->h0, stream);
     a.c0 = s.in32(c0, st->c0, stream);
     a.y = Impl::out32(y, st->y);

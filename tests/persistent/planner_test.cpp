@@ -460,8 +460,8 @@ TEST(Planner, GatedWarpRows) {
     EXPECT_EQ(lstm2.reason, off.reason);
     EXPECT_EQ(persistent::pass_kernel(lstm2, false), persistent::PassKernel::GatedWarpRows);
   }
-  // The forward's product on tensor cores: 16-bit weights at B = 3..4 and 3 records per CTA
-  // only (gated_mma false: the FMAs everywhere).
+  // The forward's product on tensor cores: 16-bit weights at 3 records per CTA only, the LSTM at
+  // every B, the GRU at B = 3..4 (gated_mma false: the FMAs everywhere).
   struct MmaCase {
     int gates;
     std::int64_t H, B;
@@ -472,7 +472,9 @@ TEST(Planner, GatedWarpRows) {
                            {4, 1024, 3, DType::F16, true},
                            {3, 1152, 3, DType::BF16, true},
                            {4, 793, 4, DType::BF16, true},
-                           {4, 1152, 2, DType::BF16, false},
+                           {4, 1152, 2, DType::BF16, true},
+                           {4, 1000, 1, DType::F16, true},
+                           {3, 1152, 2, DType::BF16, false},
                            {3, 1152, 1, DType::F16, false},
                            {4, 768, 4, DType::BF16, false},
                            {3, 768, 4, DType::BF16, false},
