@@ -669,7 +669,8 @@ TEST(Planner, LatencyModelStructure) {
       EXPECT_LE(c->busy_us, c->chain_us - c->exchange_us - c->tail_us + 1e-9);
     }
     EXPECT_GT(p.input_gemm_us, 0.0);
-    EXPECT_NEAR(p.backward_gemms_us, 3.0 * p.input_gemm_us, 1e-9);  // I = H: three of its size
+    // I = H: three of its size, at half the rate of a 16-bit layer's input GEMM (gemm16).
+    EXPECT_NEAR(p.backward_gemms_us, (l.dtype == DType::F32 ? 3.0 : 6.0) * p.input_gemm_us, 1e-9);
     EXPECT_NEAR(p.step_us, p.forward.step_us + p.input_gemm_us, 1e-9);
     EXPECT_NEAR(p.train_step_us, p.step_us + p.backward_data.step_us + p.backward_gemms_us, 1e-9);
   }
@@ -685,7 +686,8 @@ TEST(Planner, LatencyModelStructure) {
 }
 
 // RnnDesc::gemm_math: an f32 layer's GEMMs over all T·B rows at the TF32 rate when asked for,
-// the kernels unchanged; 16-bit layers take TF32 whatever it says.
+// the kernels unchanged; 16-bit layers take TF32 whatever it says, and their input GEMM twice
+// that rate (16-bit tensor cores).
 TEST(Planner, GemmMathSetsTheGemmsRate) {
   RnnDesc f32 = rnn(Cell::ReLU, 1152);
   const PersistentPlan fp32 = plan_persistent(f32, 4, h200());
@@ -705,6 +707,9 @@ TEST(Planner, GemmMathSetsTheGemmsRate) {
   const double bf16_gemm = plan_persistent(b16, 4, h200()).input_gemm_us;
   b16.gemm_math = GemmMath::Tf32;
   EXPECT_DOUBLE_EQ(plan_persistent(b16, 4, h200()).input_gemm_us, bf16_gemm);
+  RnnDesc f32_lstm = rnn(Cell::LSTM, 1152);
+  f32_lstm.gemm_math = GemmMath::Tf32;
+  EXPECT_NEAR(plan_persistent(f32_lstm, 4, h200()).input_gemm_us / bf16_gemm, 2.0, 1e-9);
 }
 
 // More work per step predicts more time: more chunks of the same size, and larger chunks.
@@ -767,7 +772,7 @@ TEST(Planner, LatencyTermsScaleWithTheClock) {
 // the gated warp-rows backward was measured), within 1.25× either way. Over the measurements its
 // constants were fitted to, the model's ratios lay in 0.83–1.18 (docs/PERFORMANCE.md, "Prediction
 // vs measurement"); over these, of the kernels since the records go through shared memory as two
-// planes (the model's reads at 384 bytes a record there, its constants not refitted), 0.88–1.20.
+// planes (the model's reads at 384 bytes a record there, its constants not refitted), 0.89–1.20.
 // The MBSP bound alone misses most of them by more than 2×.
 TEST(Planner, PredictionTracksCommittedMeasurements) {
   struct Measured {
@@ -792,26 +797,26 @@ TEST(Planner, PredictionTracksCommittedMeasurements) {
       {Cell::ReLU, 2048, 3, DType::F32, 3.105, 7.585,
        "ab/record_planes (`old`: the float4 share the wide BB = 3 keeps), relu f32 H=2048 B=3"},
       {Cell::ReLU, 2048, 4, DType::F32, 3.889, 9.211, "ab/record_planes, relu f32 H=2048 B=4"},
-      {Cell::LSTM, 1152, 1, DType::BF16, 2.028, 5.063, "ab/record_planes, lstm bf16 H=1152 B=1"},
       // The LSTM at BB = 2, whose backward records went to two planes as well
       // (h200/ab/gated_backward_planes/b_medians.txt, the `lstm2` tree, medians of 3 runs).
       {Cell::LSTM, 1152, 2, DType::F32, 2.713, 7.467,
        "ab/gated_backward_planes, lstm f32 H=1152 B=2"},
-      {Cell::LSTM, 1152, 2, DType::BF16, 2.384, 6.392,
-       "ab/gated_backward_planes, lstm bf16 H=1152 B=2"},
       {Cell::LSTM, 768, 2, DType::BF16, 1.899, 4.544,
        "ab/gated_backward_planes, lstm bf16 H=768 B=2"},
       {Cell::LSTM, 1152, 4, DType::F32, 4.040, 12.443, "ab/record_planes, lstm f32 H=1152 B=4"},
       {Cell::GRU, 1152, 1, DType::F32, 1.726, 4.840, "ab/record_planes, gru f32 H=1152 B=1"},
       {Cell::GRU, 1152, 4, DType::F32, 3.931, 10.882, "ab/record_planes, gru f32 H=1152 B=4"},
-      // The 16-bit forward's product on tensor cores at B = 3..4 and 3 records per CTA, with
-      // its finish as of 25d829c (h200/ab/gated_finish/final_*.csv, medians of 4 runs; bf43a69's
-      // in ab/gated_mma/, e.g. LSTM bf16 H=1152 B=4 3.118 / 9.367, are no longer what runs).
-      {Cell::LSTM, 1152, 3, DType::BF16, 2.345, 8.448, "ab/gated_finish, lstm bf16 H=1152 B=3"},
-      {Cell::LSTM, 1152, 4, DType::BF16, 2.582, 8.847, "ab/gated_finish, lstm bf16 H=1152 B=4"},
-      {Cell::LSTM, 1024, 3, DType::BF16, 2.319, 8.158, "ab/gated_finish, lstm bf16 H=1024 B=3"},
-      {Cell::GRU, 1152, 4, DType::BF16, 2.727, 8.465, "ab/gated_finish, gru bf16 H=1152 B=4"},
-      {Cell::GRU, 1024, 4, DType::BF16, 2.610, 8.088, "ab/gated_finish, gru bf16 H=1024 B=4"},
+      // The 16-bit forward's product on tensor cores at 3 records per CTA (the LSTM at every B,
+      // the GRU at B = 3..4), with the backwards' branch-free σ and the 16-bit input GEMM
+      // (h200/ab/prepared2/final_p*.csv, medians of 2 runs; 25d829c's in ab/gated_finish/, e.g.
+      // LSTM bf16 H=1152 B=4 2.582 / 8.847, are no longer what runs).
+      {Cell::LSTM, 1152, 1, DType::BF16, 1.938, 5.188, "ab/prepared2, lstm bf16 H=1152 B=1"},
+      {Cell::LSTM, 1152, 2, DType::BF16, 2.005, 5.958, "ab/prepared2, lstm bf16 H=1152 B=2"},
+      {Cell::LSTM, 1152, 3, DType::BF16, 2.305, 8.406, "ab/prepared2, lstm bf16 H=1152 B=3"},
+      {Cell::LSTM, 1152, 4, DType::BF16, 2.471, 8.558, "ab/prepared2, lstm bf16 H=1152 B=4"},
+      {Cell::LSTM, 1024, 3, DType::BF16, 2.274, 8.103, "ab/prepared2, lstm bf16 H=1024 B=3"},
+      {Cell::GRU, 1152, 4, DType::BF16, 2.702, 8.204, "ab/prepared2, gru bf16 H=1152 B=4"},
+      {Cell::GRU, 1024, 4, DType::BF16, 2.543, 7.757, "ab/prepared2, gru bf16 H=1024 B=4"},
       // The same tree, 16-bit layers (h200/ab/lstm_tensor_cores_b4/1e4778d_*, medians of 6 runs
       // over both knob values, which run the same kernels for the GRU; of 3 for the LSTM). A
       // 16-bit layer's GEMMs are TF32 whatever --math says (gemm_rnn.cpp); an fp32 layer's TF32
@@ -820,8 +825,7 @@ TEST(Planner, PredictionTracksCommittedMeasurements) {
       {Cell::LSTM, 768, 4, DType::BF16, 2.603, 7.211,
        "ab/lstm_tensor_cores_b4/1e4778d_knob0_*, lstm bf16 H=768"},
       // Older trees, the tensor-core kernels (which the two planes left as they were).
-      {Cell::LSTM, 2048, 4, DType::BF16, 6.094, 15.850,
-       "cells_targets16_6c29441.csv, lstm bf16 H=2048 B=4"},
+      {Cell::LSTM, 2048, 4, DType::BF16, 5.655, 14.604, "ab/prepared2, lstm bf16 H=2048 B=4"},
       {Cell::LSTM, 2048, 16, DType::BF16, 15.645, 38.875,
        "tensor_cores/h2048_batch_lstm_6bf5964.csv, B=16"},
   };
