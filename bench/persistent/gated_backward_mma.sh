@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # The gated warp-rows backward's product on tensor cores (patches/gated_backward_mma.patch;
 # bench/persistent/NOTES.md, "The gated warp-rows backward on tensor cores"), checked and timed in
-# one GPU call (GPU machine, repo root): applies the patch, builds prnn_cli and rnn_gpu_test
-# (build/gpu), runs the 16-bit and sanitizer-pick cases of rnn_gpu_test (the 16-bit GRU at
-# B = 3..4 and H >= 793 now takes the new backward; its `_tcforward_` cases keep the FMA one),
-# then alternates PRNN_PERSISTENT_TENSOR_CORES=1 (the new backward) and =forward (the FMA
-# backward, the forward unchanged: the GRU's gated rows run both passes either way) three times
-# over `prnn bench rnn` of the GRU in bf16 and f16 at H = 1024, 1152, B = 3, 4 into
-# OUT/gbm_{1,forward}.csv, prints the medians, and takes the patch out again. About 4 minutes.
-# Usage: bench/persistent/gated_backward_mma.sh OUT
+# one GPU call (GPU machine, repo root): applies the patch, builds prnn_cli, rnn_gpu_test and
+# planner_test (build/gpu), runs planner_test and the 16-bit and sanitizer-pick cases of
+# rnn_gpu_test (the 16-bit GRU at B = 3..4 and H >= 793 takes the new backward; with
+# PRNN_PERSISTENT_TENSOR_CORES=forward, the `_tcforward_` cases, the 16-bit LSTM there too), then
+# alternates four knob settings three times over `prnn bench rnn` of the GRU and LSTM in bf16 and
+# f16 at H = 1024, 1152, B = 3, 4 into OUT/gbm_<setting>.csv:
+#   default   the patch's choice: GRU backward on the new kernel, LSTM on the tensor-core kernel;
+#   fma       PRNN_PERSISTENT_GATED_MMA=forward: the GRU's FMA backward (the tree's);
+#   gated     PRNN_PERSISTENT_TENSOR_CORES=forward: the LSTM's backward on the new kernel;
+#   gatedfma  both knobs: the LSTM's backward on the gated FMA kernel;
+# prints the medians (GRU: default against fma; LSTM: default against gated and gatedfma) and
+# takes the patch out again. About 4 minutes. Usage: bench/persistent/gated_backward_mma.sh OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: gated_backward_mma.sh OUT}
@@ -22,33 +26,41 @@ if cmake --build --preset gpu -j "$(nproc)" --target prnn_cli rnn_gpu_test plann
   echo "planner_test rc $?"
   grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$out/gbm_planner.log"
   timeout 240 build/gpu/tests/rnn_gpu_test \
-    --gtest_filter='*bf16*:*f16*:*BF16*:*F16*:RnnGpuSanitize.*' >"$out/gbm_tests.log" 2>&1
+    --gtest_filter='*bf16*:*f16*:*BF16*:*F16*:RnnGpuSanitize.*:RnnGpuSafety.*' >"$out/gbm_tests.log" 2>&1
   echo "rnn_gpu_test rc $?"
   grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$out/gbm_tests.log" | head -30
   for r in 1 2 3; do
-    for tc in 1 forward; do
-      echo "# run $r" >>"$out/gbm_$tc.csv"
-      PRNN_PERSISTENT_TENSOR_CORES=$tc timeout 120 build/gpu/tools/prnn/prnn bench \
-        --out /tmp/gbm.csv rnn --sweep custom --cells gru --dtypes bf16,f16 \
-        --hidden 1024,1152 --batch 3,4 --steps 256 --repeats 5 --impls prnn-persistent \
-        --no-floor >/dev/null 2>&1 && cat /tmp/gbm.csv >>"$out/gbm_$tc.csv"
+    for v in default fma gated gatedfma; do
+      case $v in
+        default) env=() ;;
+        fma) env=(PRNN_PERSISTENT_GATED_MMA=forward) ;;
+        gated) env=(PRNN_PERSISTENT_TENSOR_CORES=forward) ;;
+        gatedfma) env=(PRNN_PERSISTENT_TENSOR_CORES=forward PRNN_PERSISTENT_GATED_MMA=forward) ;;
+      esac
+      echo "# run $r" >>"$out/gbm_$v.csv"
+      env "${env[@]}" timeout 120 build/gpu/tools/prnn/prnn bench --out /tmp/gbm.csv rnn \
+        --sweep custom --cells gru,lstm --dtypes bf16,f16 --hidden 1024,1152 --batch 3,4 \
+        --steps 256 --repeats 5 --impls prnn-persistent --no-floor >/dev/null 2>&1 &&
+        cat /tmp/gbm.csv >>"$out/gbm_$v.csv"
     done
   done
   python3 - "$out" <<'PY'
 import csv, collections, statistics, sys
 vals = collections.defaultdict(list)
-for tc in ("1", "forward"):
-    lines = [l for l in open(sys.argv[1] + "/gbm_%s.csv" % tc) if not l.startswith("#")]
-    for row in csv.reader(lines):
+names = ("default", "fma", "gated", "gatedfma")
+for v in names:
+    for row in csv.reader(l for l in open(sys.argv[1] + "/gbm_%s.csv" % v) if not l.startswith("#")):
         if len(row) < 6 or row[0] == "suite" or "us_per_step" not in row[3]:
             continue
-        vals[(row[1], row[3], tc)].append(float(row[4]))
+        vals[(row[1], row[3], v)].append(float(row[4]))
 for case, metric in sorted({k[:2] for k in vals}):
-    m = {k: statistics.median(vals[(case, metric, k)])
-         for k in ("forward", "1") if vals.get((case, metric, k))}
-    if len(m) == 2:
-        print("%-44s %-20s FMA backward %6.3f  tensor cores %6.3f  (%+5.1f%%)"
-              % (case, metric, m["forward"], m["1"], 100 * (m["1"] / m["forward"] - 1)))
+    m = {v: statistics.median(vals[(case, metric, v)]) for v in names if vals.get((case, metric, v))}
+    base = "fma" if "gru" in case else "default"
+    if base not in m:
+        continue
+    cells = "  ".join("%s %6.3f (%+5.1f%%)" % (v, m[v], 100 * (m[v] / m[base] - 1))
+                      for v in names if v in m)
+    print("%-40s %-20s %s" % (case, metric, cells))
 PY
 else
   tail -30 "$out/gbm_build.log"
