@@ -2,9 +2,10 @@
 # The gated warp-rows backward's product on tensor cores (patches/gated_backward_mma.patch;
 # bench/persistent/NOTES.md, "The gated warp-rows backward on tensor cores"), checked and timed in
 # one GPU call (GPU machine, repo root): applies the patch, builds prnn_cli, rnn_gpu_test and
-# planner_test (build/gpu), runs planner_test and the 16-bit and sanitizer-pick cases of
+# planner_test (build/gpu), runs planner_test, the 16-bit, sanitizer-pick and safety cases of
 # rnn_gpu_test (the 16-bit GRU at B = 3..4 and H >= 793 takes the new backward; with
-# PRNN_PERSISTENT_TENSOR_CORES=forward, the `_tcforward_` cases, the 16-bit LSTM there too), then
+# PRNN_PERSISTENT_TENSOR_CORES=forward, the `_tcforward_` cases, the 16-bit LSTM there too) and
+# racecheck and synccheck over the new kernel's sanitizer case, then
 # alternates four knob settings three times over `prnn bench rnn` of the GRU and LSTM in bf16 and
 # f16 at H = 1024, 1152, B = 3, 4 into OUT/gbm_<setting>.csv:
 #   default   the patch's choice: GRU backward on the new kernel, LSTM on the tensor-core kernel;
@@ -12,7 +13,7 @@
 #   gated     PRNN_PERSISTENT_TENSOR_CORES=forward: the LSTM's backward on the new kernel;
 #   gatedfma  both knobs: the LSTM's backward on the gated FMA kernel;
 # prints the medians (GRU: default against fma; LSTM: default against gated and gatedfma) and
-# takes the patch out again. About 4 minutes. Usage: bench/persistent/gated_backward_mma.sh OUT
+# takes the patch out again. About 5 minutes. Usage: bench/persistent/gated_backward_mma.sh OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: gated_backward_mma.sh OUT}
@@ -29,6 +30,13 @@ if cmake --build --preset gpu -j "$(nproc)" --target prnn_cli rnn_gpu_test plann
     --gtest_filter='*bf16*:*f16*:*BF16*:*F16*:RnnGpuSanitize.*:RnnGpuSafety.*' >"$out/gbm_tests.log" 2>&1
   echo "rnn_gpu_test rc $?"
   grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$out/gbm_tests.log" | head -30
+  # The new kernel's sanitizer case (GRU bf16 B = 4 H = 1000) under racecheck and synccheck.
+  for tool in racecheck synccheck; do
+    PRNN_PERSISTENT_TIMEOUT_MS=60000 timeout 300 scripts/sanitize.sh $tool \
+      build/gpu/tests/rnn_gpu_test 'Sanitize/*gru_T4_B4_I5_H1000*' >"$out/gbm_$tool.log" 2>&1
+    echo "$tool rc $?"
+    tail -3 "$out/gbm_$tool.log"
+  done
   for r in 1 2 3; do
     for v in default fma gated gatedfma; do
       case $v in
