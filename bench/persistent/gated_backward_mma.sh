@@ -8,11 +8,13 @@
 # racecheck and synccheck over the new kernel's sanitizer case, then
 # alternates four knob settings three times over `prnn bench rnn` of the GRU and LSTM in bf16 and
 # f16 at H = 1024, 1152, B = 3, 4 into OUT/gbm_<setting>.csv:
-#   default   the patch's choice: GRU backward on the new kernel, LSTM on the tensor-core kernel;
-#   fma       PRNN_PERSISTENT_GATED_MMA=forward: the GRU's FMA backward (the tree's);
-#   gated     PRNN_PERSISTENT_TENSOR_CORES=forward: the LSTM's backward on the new kernel;
-#   gatedfma  both knobs: the LSTM's backward on the gated FMA kernel;
-# prints the medians (GRU: default against fma; LSTM: default against gated and gatedfma) and
+#   default   the patch's choice: the backward of the GRU and of the LSTM at B = 3 on the new
+#             kernel, of the LSTM at B = 4 on the tensor-core kernel;
+#   fma       PRNN_PERSISTENT_GATED_MMA=forward: the gated FMA backward where default has the new
+#             one (the tree's);
+#   gated     PRNN_PERSISTENT_TENSOR_CORES=forward: the LSTM's B = 4 backward on the new kernel;
+#   gatedfma  both knobs: the LSTM's B = 4 backward on the gated FMA kernel;
+# prints the medians (each against fma for the GRU, against default for the LSTM) and
 # takes the patch out again. About 5 minutes. Usage: bench/persistent/gated_backward_mma.sh OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
