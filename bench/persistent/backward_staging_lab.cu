@@ -16,10 +16,8 @@
 //   pstage   padded's staging and barrier alone.
 // Timed with clock64() around the loop; cycles per iteration (median over CTAs). Values are
 // garbage (timing only). Build and run: bench/persistent/backward_staging_lab.sh.
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -34,12 +32,6 @@ constexpr int kKPadded = kNG * 4 * 32 * kRec;          // 6144
 constexpr int kPad = 8;                                // staged rows padded against conflicts
 
 enum Mode { kFma, kMma, kStage, kPadded, kPaddedStage };
-
-__device__ __forceinline__ void split(float v, unsigned short& hi, unsigned short& lo) {
-  const __nv_bfloat16 h = __float2bfloat16_rn(v);
-  hi = __bfloat16_as_ushort(h);
-  lo = __bfloat16_as_ushort(__float2bfloat16_rn(v - __bfloat162float(h)));
-}
 
 // Slot m of batch element i of this lane: record (gate j / kRec, lane + 32·(j % kRec)), j the
 // warp's m-th slot of NG·kRec.
@@ -102,7 +94,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         } else if constexpr (kPadK) {
           unsigned short h[3], l[3];
 #pragma unroll
-          for (int c = 0; c < 3; ++c) split(v[c], h[c], l[c]);
+          for (int c = 0; c < 3; ++c) split_bf16(v[c], h[c], l[c]);
           const int at = q * 4 * 32 * kRec + 4 * k;
           *reinterpret_cast<uint2*>(stage + 2 * i * kStride + at) =
               make_uint2(h[0] | unsigned(h[1]) << 16, h[2]);
@@ -112,7 +104,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int c = 0; c < 3; ++c) {
             unsigned short hi, lo;
-            split(v[c], hi, lo);
+            split_bf16(v[c], hi, lo);
             stage[2 * i * kStride + q * kUnits + 3 * k + c] = hi;
             stage[(2 * i + 1) * kStride + q * kUnits + 3 * k + c] = lo;
           }
@@ -173,11 +165,8 @@ void run(int sms, int iters, const char* name) {
   CHECK(cudaGetLastError());
   staging_kernel<M><<<sms, kThreads, smem>>>(iters, d_cycles, d_sink, d_init);
   CHECK(cudaDeviceSynchronize());
-  std::vector<long long> c(sms);
-  CHECK(cudaMemcpy(c.data(), d_cycles, sizeof(long long) * sms, cudaMemcpyDeviceToHost));
-  std::sort(c.begin(), c.end());
   std::printf("%-64s %8.1f cycles/iteration  (%d bytes of shared memory)\n", name,
-              static_cast<double>(c[sms / 2]) / iters, smem);
+              median_cycles_per_iteration(d_cycles, sms, iters), smem);
   CHECK(cudaFree(d_cycles));
   CHECK(cudaFree(d_sink));
   CHECK(cudaFree(d_init));
@@ -185,12 +174,7 @@ void run(int sms, int iters, const char* name) {
 
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 2000;
-  int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("%s, %d SMs, %d iterations; LSTM, 12 warps, BB = 4, 16 records a lane\n", prop.name,
-              sms, iters);
+  const int sms = print_device(iters, "; LSTM, 12 warps, BB = 4, 16 records a lane");
   run<kFma>(sms, iters, "fma: float4 share, 432 FFMA a lane (the kernel's form)");
   run<kMma>(sms, iters, "mma: hi/lo u16 staging (96 STS.U16 a lane), 24 mma a warp");
   run<kStage>(sms, iters, "  its staging and barrier alone");

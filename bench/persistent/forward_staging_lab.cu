@@ -14,10 +14,8 @@
 // The two forms' partial sums are compared (the same products in the same order: equal bit for
 // bit), then timed with clock64() around the loop; cycles per iteration (median over CTAs).
 // Build and run: bench/persistent/forward_staging_lab.sh.
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -34,12 +32,6 @@ constexpr int kStride = kK + 8;         // the rows form's staged row, u16 (padd
 constexpr int kRed = kWarps * kMT * 16 * 4;  // partial sums, floats
 
 enum Mode { kRows, kTrans, kRowsStage, kTransStage };
-
-__device__ __forceinline__ void split(float v, unsigned short& hi, unsigned short& lo) {
-  const __nv_bfloat16 h = __float2bfloat16_rn(v);
-  hi = __bfloat16_as_ushort(h);
-  lo = __bfloat16_as_ushort(__float2bfloat16_rn(v - __bfloat162float(h)));
-}
 
 __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* row) {
   const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(row));
@@ -83,35 +75,29 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int it = 0; it < iters; ++it) {
     // The records change every iteration (their last bit), so that the split is not hoisted.
     const unsigned flip = static_cast<unsigned>(it) & 1u;
-    // ---- staging ----
+    // ---- staging: value c of batch element i as hi[i][c] and lo[i][c] ----
+    unsigned short hi[kBB][3], lo[kBB][3];
+#pragma unroll
+    for (int i = 0; i < kBB; ++i) {
+      const float v[3] = {rec[i].x, rec[i].y, rec[i].z};
+#pragma unroll
+      for (int c = 0; c < 3; ++c)
+        split_bf16(__uint_as_float(__float_as_uint(v[c]) ^ flip), hi[i][c], lo[i][c]);
+    }
     if constexpr (!kT) {
 #pragma unroll
-      for (int i = 0; i < kBB; ++i) {
-        const float v[3] = {__uint_as_float(__float_as_uint(rec[i].x) ^ flip),
-                            __uint_as_float(__float_as_uint(rec[i].y) ^ flip),
-                            __uint_as_float(__float_as_uint(rec[i].z) ^ flip)};
+      for (int i = 0; i < kBB; ++i)
 #pragma unroll
         for (int c = 0; c < 3; ++c) {
-          unsigned short hi, lo;
-          split(v[c], hi, lo);
-          stage[2 * i * kStride + 3 * k + c] = hi;
-          stage[(2 * i + 1) * kStride + 3 * k + c] = lo;
+          stage[2 * i * kStride + 3 * k + c] = hi[i][c];
+          stage[(2 * i + 1) * kStride + 3 * k + c] = lo[i][c];
         }
-      }
     } else {
       unsigned packed[kBB][3];  // hi | lo << 16 of value c of batch element i
 #pragma unroll
-      for (int i = 0; i < kBB; ++i) {
-        const float v[3] = {__uint_as_float(__float_as_uint(rec[i].x) ^ flip),
-                            __uint_as_float(__float_as_uint(rec[i].y) ^ flip),
-                            __uint_as_float(__float_as_uint(rec[i].z) ^ flip)};
+      for (int i = 0; i < kBB; ++i)
 #pragma unroll
-        for (int c = 0; c < 3; ++c) {
-          unsigned short hi, lo;
-          split(v[c], hi, lo);
-          packed[i][c] = hi | static_cast<unsigned>(lo) << 16;
-        }
-      }
+        for (int c = 0; c < 3; ++c) packed[i][c] = hi[i][c] | static_cast<unsigned>(lo[i][c]) << 16;
       const int rot = lane >> 3;
 #pragma unroll
       for (int t = 0; t < kBB; ++t) {
@@ -182,13 +168,10 @@ std::vector<float> run(int sms, int iters, const char* name, const float* d_h,
   CHECK(cudaGetLastError());
   staging_kernel<M><<<sms, kThreads, smem>>>(iters, d_cycles, d_red, d_h, d_init);
   CHECK(cudaDeviceSynchronize());
-  std::vector<long long> c(sms);
   std::vector<float> red(kRed);
-  CHECK(cudaMemcpy(c.data(), d_cycles, sizeof(long long) * sms, cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(red.data(), d_red, sizeof(float) * kRed, cudaMemcpyDeviceToHost));
-  std::sort(c.begin(), c.end());
   std::printf("%-72s %8.1f cycles/iteration  (%d bytes of shared memory)\n", name,
-              static_cast<double>(c[sms / 2]) / iters, smem);
+              median_cycles_per_iteration(d_cycles, sms, iters), smem);
   CHECK(cudaFree(d_cycles));
   CHECK(cudaFree(d_red));
   return red;
@@ -196,12 +179,7 @@ std::vector<float> run(int sms, int iters, const char* name, const float* d_h,
 
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 2000;
-  int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("%s, %d SMs, %d iterations; LSTM, 12 warps, BB = 4, 4 records a lane\n", prop.name,
-              sms, iters);
+  const int sms = print_device(iters, "; LSTM, 12 warps, BB = 4, 4 records a lane");
   // Random h (4 batch elements × 1152) and A fragments (bf16 pairs of moderate exponent).
   std::vector<float> h(kBB * kK);
   std::vector<unsigned> init(256 * 32);

@@ -8,7 +8,6 @@
 // independent ones. Build and run: bench/persistent/mma_issue_lab.sh.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -190,10 +189,7 @@ double run(K kernel, int ctas, int threads, int iters, int mma_per_warp, const c
   CHECK(cudaGetLastError());
   kernel<<<ctas, threads, smem>>>(iters, d_cycles, d_sink, d_init);
   CHECK(cudaDeviceSynchronize());
-  std::vector<long long> c(ctas);
-  CHECK(cudaMemcpy(c.data(), d_cycles, sizeof(long long) * ctas, cudaMemcpyDeviceToHost));
-  std::sort(c.begin(), c.end());
-  const double per_iter = static_cast<double>(c[ctas / 2]) / iters;
+  const double per_iter = median_cycles_per_iteration(d_cycles, ctas, iters);
   std::printf("%-58s %3d warps  %8.1f cycles/iteration  %6.1f cycles/mma of a warp\n", name,
               threads / 32, per_iter, mma_per_warp > 0 ? per_iter / mma_per_warp : 0.0);
   CHECK(cudaFree(d_cycles));
@@ -204,11 +200,7 @@ double run(K kernel, int ctas, int threads, int iters, int mma_per_warp, const c
 
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 2000;
-  int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("%s, %d SMs, %d iterations\n", prop.name, sms, iters);
+  const int sms = print_device(iters, "");
   // The gated LSTM's product at 3 records per CTA: 12 warps, 3 row tiles x 6 k-tiles.
   run(product_kernel<3, 6, 0>, sms, 384, iters, 18, "LSTM product (the kernel's form)");
   run(product_kernel<3, 6, 1, 3>, sms, 384, iters, 18, "  three accumulator chains per row tile");
