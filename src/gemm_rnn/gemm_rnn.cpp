@@ -40,8 +40,8 @@ Activation activation_of(Cell cell) {
 // The GEMMs over all timesteps (input projection, d(in), dW_ih, dW_hh): TF32 for 16-bit layers,
 // whose inputs and weights TF32 holds exactly; the desc's choice for f32 layers. A 16-bit layer
 // 0's input projection reads its 16-bit x and W_ih straight instead (gemm16, the same products:
-// H200, bf16, T = 256, 1.4–4.9 % faster forward at B = 2, 4, bench/results/h200/ab/prepared2/,
-// `gemm16`).
+// H200, bf16, T = 256, 0.1–4.9 % faster forward at B = 2, 1.6–4.9 % at B = 4,
+// bench/results/h200/ab/prepared2/, `gemm16`).
 GemmMath all_steps_math(const RnnDesc& desc) {
   return desc.weight_dtype == DType::F32 ? desc.gemm_math : GemmMath::Tf32;
 }

@@ -542,7 +542,7 @@ struct BackwardUnitOut {
 // kBranchFree: the gated cells' σ by gemm_rnn::sigmoid_branch_free. H200, T = 256, µs/step
 // forward + backward (bench/results/h200/ab/prepared2/, sigma against tree, B = 2 and 4):
 // 0.3–7.6 % faster everywhere but once (2–7.6 % on the gated warp rows at B = 2 and for the GRU
-// at B = 4, 1.8–2.2 % on tensor cores); 1.0–1.8 % slower for the LSTM f32 at B = 4 on the gated
+// at B = 4, 0.3–2.2 % on tensor cores); 1.0–1.8 % slower for the LSTM f32 at B = 4 on the gated
 // warp rows, whose BB = 4 backward passes false (for every weight type).
 template <int NG, class Act = gemm_rnn::RuntimeActivation, bool kBranchFree = true>
 __device__ __forceinline__ BackwardUnitOut<NG> compute_backward_unit(const Params& p,

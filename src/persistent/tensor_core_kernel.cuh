@@ -179,7 +179,7 @@ __device__ __forceinline__ void end_tensor_core_launch(const Params& p, unsigned
 //           mma of two products on a half-empty tile. Its columns 2b and 2b + 1 land in one
 //           lane's accumulators and are added there (no shuffles; H200 A/B in
 //           bench/results/h200/ab/prepared2/, `cols`: LSTM bf16 H = 2048 B = 2, 4 4–5 % faster
-//           forward and forward + backward, the same elsewhere).
+//           forward and forward + backward, GRU 1–2 %, within ±1 % at H ≤ 1152).
 // Per step and batch chunk:
 //           the finishers (one per unit and batch element) load u_t and the state entering the
 //           step; thread 0 waits for the chunk's arrival counter to reach CTAs·s; every thread
