@@ -80,7 +80,7 @@ persistent::Tiling layer_tiling(const RnnDesc& desc, std::int64_t batch, int dev
                                 const PersistentKnobs& knobs) {
   return persistent::tile(gate_count(desc.cell), desc.hidden_size, batch,
                           device_info(device).sm_count, desc.weight_dtype, knobs.tensor_cores,
-                          knobs.warp_rows, knobs.gated_mma);
+                          knobs.warp_rows, knobs.gated_mma, knobs.gated_mma_backward);
 }
 
 }  // namespace
@@ -103,7 +103,13 @@ PersistentKnobs PersistentKnobs::from_environment() {
     k.finish_barrier = *on ? 1 : 0;
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_GRAPHS")) k.graphs = *on;
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_WARP_ROWS")) k.warp_rows = *on;
-  if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_GATED_MMA")) k.gated_mma = *on;
+  if (const char* t = std::getenv("PRNN_PERSISTENT_GATED_MMA"); t != nullptr && *t != '\0') {
+    const std::string text = t;
+    PRNN_EXPECT(text == "0" || text == "1" || text == "forward",
+                "PRNN_PERSISTENT_GATED_MMA: expected 0, 1 or forward, got '{}'", text);
+    k.gated_mma = text != "0";
+    k.gated_mma_backward = text == "1";
+  }
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_INPUT_PROJECTION"))
     k.input_projection = *on ? 1 : 0;
   k.skinny_gemm = skinny_choice_from_environment();

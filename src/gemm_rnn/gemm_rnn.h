@@ -97,7 +97,9 @@ struct ForwardArgs {
   const float* x = nullptr;
   const float* params = nullptr;
   // A 16-bit layer's x and params as given (dtype16 BF16 or F16; else null): layer 0's GEMM over
-  // all steps reads them straight (gemm16) instead of their fp32 copies.
+  // all steps reads them straight (gemm16) instead of their fp32 copies. Given these, x and
+  // layer 0's W_ih in `params` are read in fp32 only where forward_reads_f32_input() says so
+  // (x may be null, and that W_ih unwritten, elsewhere).
   const void* x16 = nullptr;
   const void* params16 = nullptr;
   DType dtype16 = DType::F32;
@@ -154,9 +156,10 @@ enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 //                                              staged or tensor-core shape instead of the
 //                                              gated warp-rows kernels (both passes; tiling.h),
 //                                              for A/B runs
-//   PRNN_PERSISTENT_GATED_MMA=0|1              0: the 16-bit gated warp-rows forward's
-//                                              product on the FMA pipes (weights widened to
-//                                              fp32) instead of tensor cores, for A/B runs
+//   PRNN_PERSISTENT_GATED_MMA=0|1|forward      0: the 16-bit gated warp-rows passes' products
+//                                              on the FMA pipes (weights widened to fp32)
+//                                              instead of tensor cores; forward: the
+//                                              forward's only; for A/B runs
 //   PRNN_PERSISTENT_INPUT_PROJECTION=0|1       where the warp-rows forward can compute W_ih x
 //                                              itself: unset, for T <= 4 (tiling.h); 0 never
 //                                              (the input GEMM), 1 at every T; for A/B runs
@@ -180,9 +183,11 @@ struct PersistentKnobs {
   // Whether layers at small batches may run on the warp-rows kernels, vanilla and gated
   // (PRNN_PERSISTENT_WARP_ROWS=0 keeps them on the other shapes, for A/B runs).
   bool warp_rows = true;
-  // Whether a 16-bit GRU / LSTM forward on the gated warp rows takes its product on tensor cores
-  // (PRNN_PERSISTENT_GATED_MMA=0 keeps the FMAs, for A/B runs).
+  // Whether a 16-bit GRU / LSTM forward on the gated warp rows takes its product on tensor cores,
+  // and its backward (PRNN_PERSISTENT_GATED_MMA=0 keeps the FMAs in both, =forward in the
+  // backward, for A/B runs).
   bool gated_mma = true;
+  bool gated_mma_backward = true;
   // Whether a warp-rows forward computes W_ih x itself where it can, instead of an input GEMM
   // before the launch: -1 as persistent::wants_input_in_kernel decides by T, 0 never, 1 always
   // (PRNN_PERSISTENT_INPUT_PROJECTION, for A/B runs).
@@ -211,6 +216,11 @@ class GemmRnn {
   GemmRnn& operator=(const GemmRnn&) = delete;
 
   void forward(const ForwardArgs& args, cudaStream_t stream);
+  // Whether forward() reads x and layer 0's W_ih in fp32 although ForwardArgs gives their 16-bit
+  // copies: only where the persistent warp-rows forward projects layer 0's input itself.
+  bool forward_reads_f32_input() const {
+    return recurrence_ == Recurrence::Persistent && fused_input_.front();
+  }
   void backward_data(const BackwardDataArgs& args, cudaStream_t stream);
   void backward_weights(const BackwardWeightsArgs& args, cudaStream_t stream);
   // Throws RuntimeError if a persistent kernel reported a failure (a wait that timed out) since

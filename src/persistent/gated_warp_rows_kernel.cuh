@@ -90,10 +90,14 @@ __device__ __forceinline__ void hand_over_sums(float (*sums)[kSums], int gate, i
 // h's 16-bit hi and lo (h = hi + lo to about 2^-16 relative), batch element i in row 2i (hi) and
 // 2i + 1 (lo) of the mma's n tile, so one mma per fragment takes both products and each lane's
 // accumulator pairs hold hi and lo of one batch element (lane tig: element tig), added in the
-// lane (no shuffle); each warp's partial sums go to s_red [warp][row][batch]; the finisher adds
-// the kWarps partial sums of each of its unit's gates in warp order (deterministic), the NG gates'
-// loads all issued first. Against the FMAs: 18 mma and 12 B-fragment loads a warp and step (LSTM
-// H = 1152) instead of 432 FFMA and 48 LDS.128.
+// lane (no shuffle). They are staged transposed: column k of h as 8 16-bit values (hi, lo of the
+// 4 batch elements) in 16 bytes, one 32-bit store a value and batch element, and read back as B
+// fragments by ldmatrix.x4.trans, two k-tiles a load (bench/persistent/forward_staging_lab.cu:
+// 1002 cycles a step against 1118 for hi and lo rows of 16-bit stores, LSTM BB = 4). Each warp's
+// partial sums go to s_red [warp][row][batch]; the finisher adds the kWarps partial sums of each
+// of its unit's gates in warp order (deterministic), the NG gates' loads all issued first.
+// Against the FMAs: 18 mma and 3 B-fragment loads a warp and step (LSTM H = 1152) instead of 432
+// FFMA and 48 LDS.128.
 template <int NG, int kRec, int kMaxThreads>
 struct GatedMma {
   static constexpr int kWr = kMaxThreads / 32 / NG;  // gated_warp_rows_shape_records
@@ -101,7 +105,7 @@ struct GatedMma {
   static constexpr int kUnits = kR3 * kWr;
   static constexpr int kMT = gated_mma_row_tiles(NG, kWr);
   static constexpr int kKT = gated_mma_k_tiles(NG, kWr, kRec);
-  static constexpr int kStride = kWarps * kKT * 16 + kStagePad;  // a staged row, 16-bit elements
+  static constexpr int kColumns = kWarps * kKT * 16;  // k, each a 16-byte row of the stage
 
   template <DType WS>
   __device__ static void load_fragments(const Params& p, int unit0, int warp, int lane,
@@ -124,34 +128,57 @@ struct GatedMma {
       }
   }
 
-  // Record k of batch element i (its 3 units, zeros past H) as hi and lo (n rows 2i, 2i + 1).
-  template <DType WS>
-  __device__ static void stage_record(unsigned short* stage, int i, int k, const float4& r) {
-    const float v[kR3] = {r.x, r.y, r.z};
+  // Records k of the BB batch elements (their 3 units each, zeros past H) in the transposed
+  // stage: unit c of element i as hi | lo << 16 at word 4·(3k + c) + i (n = 2i, 2i + 1 of column
+  // 3k + c; the words of elements ≥ BB stay the zeros the kernel wrote first). Lane l stores
+  // element (t + l / 8) mod BB at its t-th store, so that at BB = 4 the 32 lanes' words (12
+  // apart) hit 32 banks.
+  template <DType WS, int BB, int kOwn>
+  __device__ static void stage_records(unsigned* stage, int k, int lane,
+                                       const float4 (&own)[BB][kOwn], int m) {
+    unsigned packed[BB][kR3];
 #pragma unroll
-    for (int c = 0; c < kR3; ++c) {
-      unsigned short hi, lo;
-      split16<WS>(v[c], hi, lo);
-      stage[2 * i * kStride + kR3 * k + c] = hi;
-      stage[(2 * i + 1) * kStride + kR3 * k + c] = lo;
+    for (int i = 0; i < BB; ++i) {
+      const float v[kR3] = {own[i][m].x, own[i][m].y, own[i][m].z};
+#pragma unroll
+      for (int c = 0; c < kR3; ++c) {
+        unsigned short hi, lo;
+        split16<WS>(v[c], hi, lo);
+        packed[i][c] = hi | static_cast<unsigned>(lo) << 16;
+      }
+    }
+    const int rot = (lane >> 3) % BB;
+#pragma unroll
+    for (int t = 0; t < BB; ++t) {
+      const int i = t + rot < BB ? t + rot : t + rot - BB;
+#pragma unroll
+      for (int c = 0; c < kR3; ++c) {
+        unsigned v = packed[0][c];  // packed[i][c] by selects (i varies over the lanes)
+#pragma unroll
+        for (int j = 1; j < BB; ++j) v = i == j ? packed[j][c] : v;
+        stage[4 * (kR3 * k + c) + i] = v;
+      }
     }
   }
 
   template <DType WS>
-  __device__ static void products(const unsigned (&a)[kMT][kKT][4], const unsigned short* stage,
+  __device__ static void products(const unsigned (&a)[kMT][kKT][4], const unsigned* stage,
                                   float (*red)[16 * kMT][4], int warp, int lane) {
+    static_assert(kKT % 2 == 0, "ldmatrix.x4.trans loads two k-tiles");
     const int grp = lane >> 2, tig = lane & 3;
     float acc[kMT][4];
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.0f;
     if (warp < kWarps) {
 #pragma unroll
-      for (int kt = 0; kt < kKT; ++kt) {
-        const int at = grp * kStride + (warp * kKT + kt) * 16 + 2 * tig;
-        const unsigned b0 = *reinterpret_cast<const unsigned*>(stage + at);
-        const unsigned b1 = *reinterpret_cast<const unsigned*>(stage + at + 8);
+      for (int kt = 0; kt < kKT; kt += 2) {
+        // Lane l the address of column (warp·kKT + kt)·16 + l: b0, b1 of k-tile kt, then kt + 1.
+        unsigned b[4];
+        ldmatrix_x4_trans(b, stage + 4 * ((warp * kKT + kt) * 16 + lane));
 #pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) mma_16816<WS>(acc[mt], a[mt][kt], b0, b1);
+        for (int mt = 0; mt < kMT; ++mt) mma_16816<WS>(acc[mt], a[mt][kt], b[0], b[1]);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) mma_16816<WS>(acc[mt], a[mt][kt + 1], b[2], b[3]);
       }
     }
     // Columns n = 2·tig (hi) and 2·tig + 1 (lo) of batch element tig, rows grp and grp + 8.
@@ -207,8 +234,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gated_warp_rows_forward_kernel
   __shared__ int s_abort;
   __shared__ float s_sums[kGatedWarpRowsMaxRecordWarps][NG - 1][kSums];
   extern __shared__ float4 s_share[];  // [2][BB][kRec][32] float4s, each parity: xy then z planes
-  // Tensor cores: h_{t-1} as 16-bit hi and lo rows, and the warps' partial sums (GatedMma).
-  __shared__ __align__(16) unsigned short s_stage[kMma ? 8 * Mma::kStride : 1];
+  // Tensor cores: h_{t-1}'s 16-bit hi and lo, transposed, and the warps' partial sums (GatedMma).
+  __shared__ __align__(16) unsigned s_stage[kMma ? 4 * Mma::kColumns : 1];
   __shared__ __align__(16) float s_red[kMma ? Mma::kWarps : 1][kMma ? 16 * Mma::kMT : 1][4];
 
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
@@ -221,7 +248,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gated_warp_rows_forward_kernel
   std::conditional_t<kMma, unsigned[Mma::kMT][Mma::kKT][4], float[kR3][kR3 * kRec]> w;
   if constexpr (kMma) {
     Mma::template load_fragments<WS>(p, static_cast<int>(blockIdx.x) * Mma::kUnits, warp, lane, w);
-    for (int i = static_cast<int>(threadIdx.x); i < 8 * Mma::kStride;
+    for (int i = static_cast<int>(threadIdx.x); i < 4 * Mma::kColumns;
          i += static_cast<int>(blockDim.x))
       s_stage[i] = 0;
   } else {
@@ -343,14 +370,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gated_warp_rows_forward_kernel
         }
       }
       if constexpr (kMma) {
-        // The step's records as h's hi and lo rows (rows 2i and 2i + 1 of the n tile).
+        // The step's records as h's hi and lo (n rows 2i and 2i + 1), transposed.
 #pragma unroll
-        for (int i = 0; i < BB; ++i)
-#pragma unroll
-          for (int m = 0; m < kOwn; ++m)
-            if (warp + nwarps * m < kRec)
-              Mma::template stage_record<WS>(s_stage, i, lane + 32 * (warp + nwarps * m),
-                                             own[i][m]);
+        for (int m = 0; m < kOwn; ++m)
+          if (warp + nwarps * m < kRec)
+            Mma::template stage_records<WS>(s_stage, lane + 32 * (warp + nwarps * m), lane, own,
+                                            m);
         if (barrier_any(1, 32 * nwarps, failed)) break;
         Mma::template products<WS>(w, s_stage, s_red, warp, lane);
         asm volatile("bar.sync 2, %0;" ::"r"(32 * nwarps) : "memory");
@@ -416,6 +441,112 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gated_warp_rows_forward_kernel
   if (threadIdx.x == 0) end_launch(p, epoch);
 }
 
+// The gated warp-rows backward's product on tensor cores (16-bit weights, BB = 4, 3 records per
+// CTA: gated_warp_rows_has_backward_mma). The CTA's kUnits = 3·Wr units of dh are one row tile
+// of W_hhᵀ (rows past kUnits zero). K is the exchanged dQ, gate-major as the records: column
+// q·kGateCols + 4k + c is value c of record (q, k), c = 3 a zero pad, so that a record's hi and
+// lo go to shared memory as one 8-byte store each (n rows 2i, 2i + 1 of batch element i). Warp w
+// takes the k-tiles [w·kKT, (w+1)·kKT) (hold_fragments: the first kKR in registers, the last
+// kKS in shared memory), in two accumulator chains (k-tile parity); its partial sums go to s_red
+// [warp][unit][batch element] and the finisher adds the warps' in order (deterministic). Against
+// the FMAs (bench/persistent/backward_staging_lab.cu): 32 mma and 64 B-fragment loads a warp
+// and step instead of 432 FFMA a lane.
+template <int NG, int kRec, int kMaxThreads>
+struct GatedMmaT {
+  static constexpr int kWr = kMaxThreads / 32 / NG;  // gated_warp_rows_shape_records
+  static constexpr int kWarps = kWr * NG;
+  static constexpr int kUnits = kR3 * kWr;
+  static constexpr int kGateCols = 4 * 32 * kRec;  // a gate's padded columns
+  static constexpr int kKT = gated_mma_backward_k_tiles(kWr, kRec);
+  static constexpr int kKS = kGatedMmaBackwardSmemTiles;
+  static constexpr int kKR = kKT - kKS;
+  static constexpr int kStride = gated_mma_backward_stride(NG, kRec);  // a staged row, 16-bit
+  static_assert(kUnits <= 16, "the CTA's units in one row tile");
+  static_assert(kKT * 16 * kWarps == NG * kGateCols, "the k-tiles split evenly over the warps");
+  static_assert(kKR > 0 && kKS % 2 == 0, "register tiles, shared-memory tiles in pairs");
+
+  // The warp's fragments: rows (units of the CTA) grp and grp + 8, columns (warp·kKT + kt)·16 +
+  // 2·tig + {0, 1, 8, 9}; A[m][col] = W_hh[q·H + 3k + c][unit0 + m], zeros at the pads and past H.
+  template <DType WS>
+  __device__ static void load_fragments(const Params& p, int unit0, int warp, int lane,
+                                        unsigned (&reg)[1][kKR][4], uint4* smem) {
+    const int H = p.hidden, grp = lane >> 2, tig = lane & 3;
+    const auto weight = [&](int m, int col) {
+      const int q = col / kGateCols, r = col % kGateCols, c = r % 4, j = kR3 * (r / 4) + c;
+      const int unit = unit0 + m;
+      if (m >= kUnits || c == 3 || j >= H || unit >= H) return 0.0f;
+      return p.w[(static_cast<std::int64_t>(q) * H + j) * H + unit];
+    };
+    hold_fragments<kKS>(reg, smem, warp, lane, [&](unsigned (&a)[4], int kt, int) {
+      const int k = (warp * kKT + kt) * 16 + 2 * tig;
+      a[0] = pack16<WS>(weight(grp, k), weight(grp, k + 1));
+      a[1] = pack16<WS>(weight(grp + 8, k), weight(grp + 8, k + 1));
+      a[2] = pack16<WS>(weight(grp, k + 8), weight(grp, k + 9));
+      a[3] = pack16<WS>(weight(grp + 8, k + 8), weight(grp + 8, k + 9));
+    });
+  }
+
+  // Record (q, k) of batch element i as hi and lo, one 8-byte store each.
+  template <DType WS>
+  __device__ static void stage_record(unsigned short* stage, int i, int q, int k,
+                                      const float4& r) {
+    unsigned short h[kR3], l[kR3];
+    split16<WS>(r.x, h[0], l[0]);
+    split16<WS>(r.y, h[1], l[1]);
+    split16<WS>(r.z, h[2], l[2]);
+    const int at = q * kGateCols + 4 * k;
+    *reinterpret_cast<uint2*>(stage + 2 * i * kStride + at) =
+        make_uint2(h[0] | static_cast<unsigned>(h[1]) << 16, h[2]);
+    *reinterpret_cast<uint2*>(stage + (2 * i + 1) * kStride + at) =
+        make_uint2(l[0] | static_cast<unsigned>(l[1]) << 16, l[2]);
+  }
+
+  template <DType WS>
+  __device__ static void products(const unsigned (&reg)[1][kKR][4], const uint4* smem,
+                                  const unsigned short* stage, float (*red)[16][4], int warp,
+                                  int lane) {
+    const int grp = lane >> 2, tig = lane & 3;
+    const unsigned short* b = stage + grp * kStride + warp * kKT * 16 + 2 * tig;
+    const auto b_at = [&](int kt, unsigned& b0, unsigned& b1) {
+      b0 = *reinterpret_cast<const unsigned*>(b + kt * 16);
+      b1 = *reinterpret_cast<const unsigned*>(b + kt * 16 + 8);
+    };
+    float d[2][4] = {};
+#pragma unroll
+    for (int kt = 0; kt < kKR; ++kt) {
+      unsigned b0, b1;
+      b_at(kt, b0, b1);
+      mma_16816<WS>(d[kt & 1], reg[0][kt], b0, b1);
+    }
+#pragma unroll 1
+    for (int i = 0; i < kKS; i += 2) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const uint4 v = smem[(warp * kKS + i + e) * 32 + lane];
+        const unsigned a[4] = {v.x, v.y, v.z, v.w};
+        unsigned b0, b1;
+        b_at(kKR + i + e, b0, b1);
+        mma_16816<WS>(d[(kKR + e) & 1], a, b0, b1);
+      }
+    }
+    // Columns 2·tig (hi) and 2·tig + 1 (lo) of batch element tig, rows grp and grp + 8.
+    red[warp][grp][tig] = (d[0][0] + d[0][1]) + (d[1][0] + d[1][1]);
+    red[warp][grp + 8][tig] = (d[0][2] + d[0][3]) + (d[1][2] + d[1][3]);
+  }
+
+  // W_hhᵀ dQ of unit j (< kUnits) and batch element b (< 4): the warps' partial sums in order,
+  // all loads first.
+  __device__ static float unit_sum(const float (*red)[16][4], int j, int b) {
+    float v[kWarps];
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) v[w] = red[w][j][b];
+    float m = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m += v[w];
+    return m;
+  }
+};
+
 // The gated warp-rows backward data: the forward's design over W_hhᵀ, whose NG·H columns (the
 // exchanged dQ) are split by gate over the warps instead of its rows.
 //   BackwardData:  dh = dy_t + Σ_q W_q,hhᵀ dQ_q,prev (+ dhn / the padding carry), then the cell's
@@ -443,10 +574,14 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gated_warp_rows_forward_kernel
 // Limits:   ceil(H/3) ≤ 32·kRec; B ≤ BB; ceil(NG·kRec / (Wr·NG)) ≤ kOwn;
 //           sequence lengths checked at run time; every wait bounded by timeout_ns (then
 //           kStatusTimeout, and the CTA leaves together from barrier 1).
-template <int NG, int kRec, int BB, int kOwn, int kMaxThreads>
+template <int NG, int kRec, int BB, int kOwn, int kMaxThreads, DType WS = DType::F32>
 __global__ void __launch_bounds__(kMaxThreads, 1)
     gated_warp_rows_backward_kernel(const Params p) {
   static_assert(NG == 3 || NG == 4, "GRU or LSTM");
+  // WS 16-bit: the step's product on tensor cores (GatedMmaT, above), else the FMAs.
+  using Mma = GatedMmaT<NG, kRec, kMaxThreads>;
+  constexpr bool kMma = WS != DType::F32;
+  static_assert(!kMma || BB == 4, "tensor cores: hi and lo of 4 batch elements in one n tile");
   // Batch elements polled at once. Copying the records straight into shared memory instead
   // (cp.async, one round, no registers) measured slower: LSTM f32 H=1024 B=4 14.4 against 11.8
   // µs/step forward + backward (H100, bench/results/h100/gwr_bwd/cpasync_*).
@@ -465,6 +600,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   __shared__ int s_abort;
   __shared__ float s_sums[kGatedWarpRowsMaxRecordWarps][NG - 1][kSums];
   extern __shared__ float4 s_share[];  // [2][BB][NG][kRec][32] float4s, or as much as two planes
+  // Tensor cores: the dynamic shared memory holds the staged dQ (8 rows of Mma::kStride 16-bit
+  // values), then the warps' fragments of their shared-memory k-tiles; and the partial sums.
+  __shared__ __align__(16) float s_red[kMma ? Mma::kWarps : 1][16][4];
 
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int H = p.hidden, B = p.batch, K = (H + kR3 - 1) / kR3, KQ = NG * K;
@@ -473,8 +611,19 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int rec_k = static_cast<int>(blockIdx.x) * Wr + rr;
   const int row0 = rec_k * kR3;
 
-  float w[kR3][kR3 * kRec];
-  load_gate_weights<true, kRec>(p, gate, row0, lane, w);
+  unsigned short* const s_stage = reinterpret_cast<unsigned short*>(s_share);
+  uint4* const s_frag = reinterpret_cast<uint4*>(s_stage + (kMma ? 8 * Mma::kStride : 0));
+  std::conditional_t<kMma, unsigned[1][kMma ? Mma::kKR : 1][4], float[kR3][kR3 * kRec]> w;
+  if constexpr (kMma) {
+    Mma::template load_fragments<WS>(p, static_cast<int>(blockIdx.x) * Mma::kUnits, warp, lane, w,
+                                     s_frag);
+    // The pads (and rows nothing stages) must be zeros, not NaN, beside the fragments' zeros.
+    for (int i = static_cast<int>(threadIdx.x); i < 8 * Mma::kStride;
+         i += static_cast<int>(blockDim.x))
+      s_stage[i] = 0;
+  } else {
+    load_gate_weights<true, kRec>(p, gate, row0, lane, w);
+  }
   begin_launch(p, &s_epoch, &s_abort);
   __syncthreads();
   const unsigned epoch = s_epoch;
@@ -552,47 +701,73 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
             }
           }
         }
+        if constexpr (kMma) {
 #pragma unroll
-        for (int i = 0; i < kPoll; ++i)
+          for (int i = 0; i < kPoll; ++i)
 #pragma unroll
-          for (int m = 0; m < kOwn; ++m)
-            if (warp + nwarps * m < kSlots)
-              write_share<kPlanes>(share, BB * kSlots * 32,
-                                   ((i0 + i) * kSlots + warp + nwarps * m) * 32 + lane, own[i][m]);
+            for (int m = 0; m < kOwn; ++m) {
+              const int j = warp + nwarps * m;
+              if (j < kSlots)
+                Mma::template stage_record<WS>(s_stage, i0 + i, j / kRec, lane + 32 * (j % kRec),
+                                               own[i][m]);
+            }
+        } else {
+#pragma unroll
+          for (int i = 0; i < kPoll; ++i)
+#pragma unroll
+            for (int m = 0; m < kOwn; ++m)
+              if (warp + nwarps * m < kSlots)
+                write_share<kPlanes>(share, BB * kSlots * 32,
+                                     ((i0 + i) * kSlots + warp + nwarps * m) * 32 + lane,
+                                     own[i][m]);
+        }
       }
       if (barrier_any(1, 32 * nwarps, failed)) break;
-      // Per sum, the terms in (record, column) order over this warp's gate, then the
-      // reduce-scatter.
-      float acc[kP];
+      if constexpr (kMma) {
+        Mma::template products<WS>(w, s_frag, s_stage, s_red, warp, lane);
+        asm volatile("bar.sync 2, %0;" ::"r"(32 * nwarps) : "memory");
+      } else {
+        // Per sum, the terms in (record, column) order over this warp's gate, then the
+        // reduce-scatter.
+        float acc[kP];
 #pragma unroll
-      for (int e = 0; e < kP; ++e) acc[e] = 0.0f;
+        for (int e = 0; e < kP; ++e) acc[e] = 0.0f;
 #pragma unroll
-      for (int i = 0; i < BB; ++i)
+        for (int i = 0; i < BB; ++i)
 #pragma unroll
-        for (int j = 0; j < kRec; ++j) {
-          float dq[kR3];
-          read_share<kPlanes>(share, BB * kSlots * 32, (i * kSlots + gate * kRec + j) * 32 + lane,
-                              dq);
+          for (int j = 0; j < kRec; ++j) {
+            float dq[kR3];
+            read_share<kPlanes>(share, BB * kSlots * 32, (i * kSlots + gate * kRec + j) * 32 + lane,
+                                dq);
 #pragma unroll
-          for (int c = 0; c < kR3; ++c)
+            for (int c = 0; c < kR3; ++c)
 #pragma unroll
-            for (int r = 0; r < kR3; ++r)
-              acc[kR3 * i + r] = fmaf(w[r][kR3 * j + c], dq[c], acc[kR3 * i + r]);
-        }
-      sum = warp_sum_scatter<kP>(acc, lane);
-      hand_over_sums<kSums, kSpread>(s_sums[rr], gate, lane, sum, 32 * nwarps);
+              for (int r = 0; r < kR3; ++r)
+                acc[kR3 * i + r] = fmaf(w[r][kR3 * j + c], dq[c], acc[kR3 * i + r]);
+          }
+        sum = warp_sum_scatter<kP>(acc, lane);
+        hand_over_sums<kSums, kSpread>(s_sums[rr], gate, lane, sum, 32 * nwarps);
+      }
     }
     if (gate != 0) continue;
 
-    // Gate-0 warps: lane 3i + c finishes unit c of batch element i; W_hhᵀ dQ added in gate order.
-    float mv = __shfl_sync(kAll, sum, (lane * kSpread) & 31);
+    // Gate-0 warps: lane 3i + c finishes unit c of batch element i; W_hhᵀ dQ added in gate order
+    // (tensor cores: the warps' partial sums in warp order).
+    float mv;
+    if constexpr (kMma) {
+      mv = has_source && lane < kSums ? Mma::unit_sum(s_red, kR3 * rr + lane % kR3, lane / kR3)
+                                      : 0.0f;
+    } else {
+      mv = __shfl_sync(kAll, sum, (lane * kSpread) & 31);
 #pragma unroll
-    for (int q = 1; q < NG; ++q) mv += has_source && lane < kSums ? s_sums[rr][q - 1][lane] : 0.0f;
+      for (int q = 1; q < NG; ++q)
+        mv += has_source && lane < kSums ? s_sums[rr][q - 1][lane] : 0.0f;
+    }
     BackwardUnitOut<NG> o{};
-    // σ with its slow-path branch for the LSTM at BB = 4, where the branch-free form measured
-    // slower (compute_backward_unit).
+    // σ with its slow-path branch for the LSTM at BB = 1 and 4, where the branch-free form
+    // measured slower (compute_backward_unit).
     if (finisher)
-      o = compute_backward_unit<NG, gemm_rnn::RuntimeActivation, !(NG == 4 && BB == 4)>(p, bin, mv,
+      o = compute_backward_unit<NG, gemm_rnn::RuntimeActivation, !(NG == 4 && BB != 2)>(p, bin, mv,
                                                                                        f_pad);
     if (s + 1 < p.steps) {
 #pragma unroll

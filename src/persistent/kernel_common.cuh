@@ -125,6 +125,17 @@ __device__ __forceinline__ void unpack16(unsigned v, float& lo, float& hi) {
   }
 }
 
+// Four 8×8 16-bit matrices from shared memory, transposed: lanes 8j..8j+7 give the addresses of
+// matrix j's 8 rows (16 bytes each), r[j] is lane l's pair of matrix j's column l / 4, rows
+// 2·(l % 4) and 2·(l % 4) + 1 (the B fragment of m16n8k16 where the rows are k and the columns n).
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* row) {
+  const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(at)
+               : "memory");
+}
+
 // D += A·B, m16n8k16, 16-bit A and B (bf16 or f16), fp32 accumulators.
 template <DType WS>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0,
@@ -143,6 +154,26 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// How the tensor-core kernels hold the CTA's fragments (and the gated warp rows' backward its
+// warp's): a warp owns KT tiles of 16 units of H (forward: k-tiles of h; backward: m-tiles of
+// dh; gated backward: k-tiles of dQ), each NO fragments across the other dimension. Tile
+// i < KR = KT − KS is in registers, reg[o][i]; the others in shared memory, smem
+// [warp][i − KR][o][lane], 16 bytes a lane (one conflict-free 128-bit load per fragment).
+// hold_fragments loads them once per launch: load(a, i, o) gives fragment o of the warp's tile i.
+template <int KS, int NO, int KR, class Load>
+__device__ __forceinline__ void hold_fragments(unsigned (&reg)[NO][KR][4], uint4* smem, int warp,
+                                               int lane, const Load& load) {
+#pragma unroll
+  for (int i = 0; i < KR; ++i)
+#pragma unroll
+    for (int o = 0; o < NO; ++o) load(reg[o][i], i, o);
+  for (int i = 0; i < KS; ++i)
+    for (int o = 0; o < NO; ++o) {
+      unsigned a[4];
+      load(a, KR + i, o);
+      smem[((warp * KS + i) * NO + o) * 32 + lane] = make_uint4(a[0], a[1], a[2], a[3]);
+    }
+}
 // x as 16-bit hi and lo: hi = round(x), lo = round(x − hi), as raw bits.
 template <DType WS>
 __device__ __forceinline__ void split16(float x, unsigned short& hi, unsigned short& lo) {
@@ -543,7 +574,9 @@ struct BackwardUnitOut {
 // forward + backward (bench/results/h200/ab/prepared2/, sigma against tree, B = 2 and 4):
 // 0.3–7.6 % faster everywhere but once (2–7.6 % on the gated warp rows at B = 2 and for the GRU
 // at B = 4, 0.3–2.2 % on tensor cores); 1.0–1.8 % slower for the LSTM f32 at B = 4 on the gated
-// warp rows, whose BB = 4 backward passes false (for every weight type).
+// warp rows, whose BB = 4 backward passes false (for every weight type); and at B = 1 the LSTM's
+// gated warp-rows backward measured 1.2–2.8 % slower with it (ab/gated_backward_mma/, f32 and
+// bf16), so its BB = 1 passes false too.
 template <int NG, class Act = gemm_rnn::RuntimeActivation, bool kBranchFree = true>
 __device__ __forceinline__ BackwardUnitOut<NG> compute_backward_unit(const Params& p,
                                                                      const BackwardUnitIn<NG>& in,

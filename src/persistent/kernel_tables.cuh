@@ -21,9 +21,9 @@ KernelFn fma_kernel(int shape, bool lengths, Pass pass);
 template <Pass P>
 KernelFn tensor_core_kernel_of(int shape, bool lengths);
 // The gated warp-rows kernels of kGatedWarpRowsShapes[shape] (kernels_gated_warp_rows.cu;
-// sequence lengths are checked at run time); the forward's product on the FMA pipes (product
-// F32) or on tensor cores in BF16 / F16, which only the shapes gated_warp_rows_has_mma takes
-// have (null otherwise).
+// sequence lengths are checked at run time); the pass's product on the FMA pipes (product
+// F32) or on tensor cores in BF16 / F16, which only the shapes gated_warp_rows_has_mma (forward)
+// and gated_warp_rows_has_backward_mma (backward) take have (null otherwise).
 KernelFn gated_warp_rows_kernel_of(int shape, Pass pass, DType product = DType::F32);
 // The warp-rows kernels of kWarpRowsShapes[shape] for activation A, forward with the input
 // projection where `projects` (kernels_warp_rows_<activation>.cu, one per activation).

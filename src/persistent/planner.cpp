@@ -295,7 +295,7 @@ Tiling tile_kernels(int gates, std::int64_t hidden, std::int64_t batch, int sm_c
 }  // namespace
 
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
-            TensorCores tensor_cores, bool warp_rows, bool gated_mma) {
+            TensorCores tensor_cores, bool warp_rows, bool gated_mma, bool gated_mma_backward) {
   Tiling t = tile_kernels(gates, hidden, batch, sm_count, weights, tensor_cores, warp_rows);
   t.weights = weights;
   // The tensor-core product where it measured faster, the shapes gated_warp_rows_has_mma takes:
@@ -318,6 +318,20 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
         "the CTA's {} gate rows as {} mma fragments ({} registers per thread)",
         wr * gates, gates * kUnitsPerRecord * wr, to_string(weights),
         4 * gated_mma_row_tiles(gates, wr) * gated_mma_k_tiles(gates, wr));
+  }
+  // The backward's product on tensor cores (GatedMmaT), the LSTM's only: at B = 3 it measured
+  // 0.2–5.9 % faster per training step than the FMA form (bench/results/h200/ab/
+  // gated_backward_mma/); the GRU's measured level (±2 %), and at B = 4 the LSTM keeps the
+  // tensor-core backward, 4.5–14 % faster than either gated form.
+  t.gated_warp_rows_backward_mma =
+      t.gated_warp_rows_mma && gated_mma_backward && t.gated_warp_rows_backward &&
+      gated_warp_rows_has_backward_mma(kGatedWarpRowsShapes[t.gated_warp_rows]);
+  if (t.gated_warp_rows_backward_mma) {
+    const int wr = t.gated_warp_rows_records, kt = gated_mma_backward_k_tiles(wr);
+    t.reason += fmt::format(
+        "; the backward's product on tensor cores too: each warp {} k-tiles of W_hh^T's {} rows "
+        "of the CTA's units ({} in registers, {} in shared memory)",
+        kt, kUnitsPerRecord * wr, kt - kGatedMmaBackwardSmemTiles, kGatedMmaBackwardSmemTiles);
   }
   return t;
 }
@@ -592,6 +606,11 @@ std::vector<ChunkCycles> gated_warp_rows_chunks(const persistent::Tiling& t, boo
     const double mma = persistent::gated_mma_row_tiles(s.gates, wr) *
                        persistent::gated_mma_k_tiles(s.gates, wr);  // a warp's, per step
     return {{kGatedWarpRowsFixedCycles, kGatedMmaCycles * mma, l2, 0.0}};
+  }
+  // The backward on tensor cores: the forward's cycles per mma (not refitted), one row tile.
+  if (!forward && t.gated_warp_rows_backward_mma) {
+    const double mma = persistent::gated_mma_backward_k_tiles(t.gated_warp_rows_records);
+    return {{kGatedWarpRowsBackwardFixedCycles, kGatedMmaCycles * mma, l2, 0.0}};
   }
   return {{forward ? kGatedWarpRowsFixedCycles : kGatedWarpRowsBackwardFixedCycles,
            kIssueCycles * instructions * std::max(1.0, warps / kSchedulersPerSm) + shared, l2,

@@ -51,17 +51,19 @@ LaunchShape kernel_for(Pass pass, const Tiling& tiling, bool lengths, Activation
                             std::to_string(tiling.gated_warp_rows));
       {
         const GatedWarpRowsShape& s = kGatedWarpRowsShapes[tiling.gated_warp_rows];
-        const bool mma = pass == Pass::Forward && tiling.gated_warp_rows_mma;
+        const bool backward = pass == Pass::BackwardData;
+        const bool mma = backward ? tiling.gated_warp_rows_backward_mma : tiling.gated_warp_rows_mma;
         const KernelFn fn = gated_warp_rows_kernel_of(tiling.gated_warp_rows, pass,
                                                       mma ? tiling.weights : DType::F32);
         if (fn == nullptr ||
             (mma && tiling.gated_warp_rows_records != gated_warp_rows_shape_records(s)))
           throw InternalError("persistent kernel: gated warp-rows shape " +
-                              std::to_string(tiling.gated_warp_rows) +
-                              " has no tensor-core forward for " +
+                              std::to_string(tiling.gated_warp_rows) + " has no tensor-core " +
+                              (backward ? "backward" : "forward") + " for " +
                               std::to_string(tiling.gated_warp_rows_records) + " records per CTA");
         return {fn, tiling.gated_warp_rows_ctas, tiling.gated_warp_rows_threads,
-                gated_warp_rows_smem_bytes(s, pass == Pass::BackwardData),
+                backward && mma ? gated_mma_backward_smem_bytes(s)
+                                : gated_warp_rows_smem_bytes(s, backward),
                 tiling.gated_warp_rows_records};
       }
     case PassKernel::WarpRows: {

@@ -59,26 +59,6 @@ inline constexpr int kSmemUnroll = 1;
 template <int KS>
 inline constexpr int kTensorCoreStageLoads = KS > 0 ? 4 : 8;
 
-// How both kernels hold the CTA's fragments: a warp owns KT tiles of 16 units of H (forward:
-// k-tiles of h; backward: m-tiles of dh), each NO fragments across the other dimension. Tile
-// i < KR = KT − KS is in registers, reg[o][i]; the others in shared memory, smem
-// [warp][i − KR][o][lane], 16 bytes a lane (one conflict-free 128-bit load per fragment).
-// hold_fragments loads them once per launch: load(a, i, o) gives fragment o of the warp's tile i.
-template <int KS, int NO, int KR, class Load>
-__device__ __forceinline__ void hold_fragments(unsigned (&reg)[NO][KR][4], uint4* smem, int warp,
-                                               int lane, const Load& load) {
-#pragma unroll
-  for (int i = 0; i < KR; ++i)
-#pragma unroll
-    for (int o = 0; o < NO; ++o) load(reg[o][i], i, o);
-  for (int i = 0; i < KS; ++i)
-    for (int o = 0; o < NO; ++o) {
-      unsigned a[4];
-      load(a, KR + i, o);
-      smem[((warp * KS + i) * NO + o) * 32 + lane] = make_uint4(a[0], a[1], a[2], a[3]);
-    }
-}
-
 // Runs f(i, a) over the warp's tiles in order, a[o] the tile's fragments, while f returns true.
 // The loop over the shared-memory tiles is not unrolled (kSmemUnroll).
 template <int KS, int NO, int KR, class F>

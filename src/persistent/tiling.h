@@ -362,6 +362,31 @@ constexpr bool gated_warp_rows_has_mma(const GatedWarpRowsShape& s) {
   return gated_warp_rows_shape_records(s) == kGatedWarpRowsMaxRecordWarps &&
          (s.gates == 4 || s.batch_per_warp == 4);
 }
+// The gated warp-rows backward's product on tensor cores (GatedMmaT, gated_warp_rows_kernel.cuh),
+// for the LSTM's shapes of BB = 4 at 3 records per CTA (the GRU's measured level with its FMA
+// form, ±2 %: bench/results/h200/ab/gated_backward_mma/): the CTA's 3·Wr units of dh are one row
+// tile of W_hhᵀ; K is the exchanged dQ with each record's 3 values padded to 4 (NG·128·kRec
+// columns, so that a record's hi and lo go to shared memory as one 8-byte store each), in k-tiles
+// of 16 split over the Wr·NG warps, 8·kRec / Wr a warp, the last kGatedMmaBackwardSmemTiles of them
+// held in shared memory (the rest in registers: 4 a k-tile). The staged dQ, 8 rows (hi and lo
+// of 4 batch elements) of NG·128·kRec + kStagePad 16-bit values, and the held fragments are its
+// dynamic shared memory.
+constexpr bool gated_warp_rows_has_backward_mma(const GatedWarpRowsShape& s) {
+  return s.gates == 4 && s.batch_per_warp == 4 &&
+         gated_warp_rows_shape_records(s) == kGatedWarpRowsMaxRecordWarps;
+}
+constexpr int gated_mma_backward_k_tiles(int records, int rec = kGatedWarpRowsRecords) {
+  return 8 * rec / records;
+}
+inline constexpr int kGatedMmaBackwardSmemTiles = 16;
+constexpr int gated_mma_backward_stride(int gates, int rec = kGatedWarpRowsRecords) {
+  return gates * 128 * rec + kStagePad;
+}
+constexpr std::size_t gated_mma_backward_smem_bytes(const GatedWarpRowsShape& s) {
+  const int warps = gated_warp_rows_shape_records(s) * s.gates;
+  return std::size_t{8} * static_cast<std::size_t>(gated_mma_backward_stride(s.gates)) * 2 +
+         static_cast<std::size_t>(warps * kGatedMmaBackwardSmemTiles) * 32 * 16;
+}
 constexpr int gated_mma_row_tiles(int gates, int records) {
   return (gates * kUnitsPerRecord * records + 15) / 16;
 }
@@ -413,6 +438,9 @@ struct Tiling {
   // The gated warp-rows forward's product on tensor cores (16-bit weights on a shape that has it,
   // gated_warp_rows_has_mma; tile()), else on the FMA pipes; `weights` the layer's weight type.
   bool gated_warp_rows_mma = false;
+  // Its backward's product on tensor cores as well (gated_warp_rows_has_backward_mma, the tensor
+  // cores on for both passes; tile()).
+  bool gated_warp_rows_backward_mma = false;
   DType weights = DType::F32;
   int gated_warp_rows_records = 0, gated_warp_rows_ctas = 0, gated_warp_rows_threads = 0;
   std::string reason;
@@ -441,10 +469,12 @@ struct Tiling {
 // for a GRU and for an LSTM at 2 records per SM); a 16-bit LSTM at 3 records per SM with a
 // tensor-core backward (B = 4) keeps that backward.
 // gated_mma: whether a 16-bit layer on the gated warp rows takes their forward's tensor-core
-// product where it measured faster (B = 3..4 at 3 records per CTA), unless tensor_cores is Off.
+// product where it measured faster (3 records per CTA: the LSTM at every B, the GRU at B = 3..4),
+// unless tensor_cores is Off; gated_mma_backward: and the LSTM's backward's too (BB = 4: B = 3,
+// and B = 4 where tensor_cores is Forward).
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
             TensorCores tensor_cores = TensorCores::ForwardBackward, bool warp_rows = true,
-            bool gated_mma = true);
+            bool gated_mma = true, bool gated_mma_backward = true);
 
 // The kernel that runs one pass of a layer tiled as t (t.runs()), in the order launch()
 // (rnn_kernels.cu) dispatches: gated warp rows where they take the pass, then warp rows, tensor

@@ -8,15 +8,17 @@
 // reference backward on them and keeps dparams, and backward_weights() hands dparams out.
 // Sequence lengths are checked here once; the host path keeps a copy for the backward, the
 // device path hands them to the driver, which uploads them.
+#include "prnn/rnn.h"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
 #include "prnn/device.h"
-#include "prnn/rnn.h"
 #include "reference/rnn.h"
 
 #if PRNN_WITH_CUDA
@@ -105,6 +107,32 @@ struct Rnn::Impl {
     if (t.empty()) return nullptr;
     if (t.dtype() == DType::F32) return t.data_as<const float>();
     convert_on_device(t.data(), t.dtype(), buf.data(), DType::F32, t.numel(), stream);
+    return buf.data_as<const float>();
+  }
+  // params' fp32 copy in `buf` but for layer 0's W_ih (each direction's), which forward() reads
+  // in 16 bits where the driver says so (GemmRnn::forward_reads_f32_input): the other ranges
+  // converted, in order.
+  const float* params32_past_input0(const TensorView& params, DeviceBuffer& buf,
+                                    cudaStream_t stream) const {
+    std::vector<std::pair<std::int64_t, std::int64_t>> skip;  // [begin, end), elements
+    for (int d = 0; d < desc.directions(); ++d) {
+      const RnnParamOffsets o = rnn_param_offsets(desc, 0, d);
+      skip.emplace_back(o.w_ih, o.w_ih + desc.gate_rows() * o.input_size);
+    }
+    std::sort(skip.begin(), skip.end());
+    const std::size_t size = size_of(params.dtype());
+    const auto convert = [&](std::int64_t begin, std::int64_t end) {
+      if (end > begin)
+        convert_on_device(static_cast<const std::byte*>(params.data()) + begin * size,
+                          params.dtype(), buf.data_as<float>() + begin, DType::F32, end - begin,
+                          stream);
+    };
+    std::int64_t at = 0;
+    for (const auto& [begin, end] : skip) {
+      convert(at, begin);
+      at = std::max(at, end);
+    }
+    convert(at, params.numel());
     return buf.data_as<const float>();
   }
   // The fp32 pointer the driver writes output t to; out_done() converts it into t afterwards.
@@ -347,9 +375,13 @@ void Rnn::forward(const TensorView& x, const TensorView& params, const TensorVie
     a.lengths = lengths;
     s.gemm->forward(a, stream);
   } else {
+    // x and layer 0's W_ih in fp32 only where the driver reads them so (else its input GEMM
+    // reads the 16-bit tensors).
+    const bool f32_input = s.gemm->forward_reads_f32_input();
     gemm_rnn::ForwardArgs a;
-    a.x = s.in32(x, st->x, stream);
-    a.params = s.in32(params, st->params, stream);
+    a.x = f32_input ? s.in32(x, st->x, stream) : nullptr;
+    a.params = f32_input ? s.in32(params, st->params, stream)
+                         : s.params32_past_input0(params, st->params, stream);
     a.x16 = x.data();
     a.params16 = params.data();
     a.dtype16 = params.dtype();

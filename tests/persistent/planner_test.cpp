@@ -440,12 +440,39 @@ TEST(Planner, GatedWarpRows) {
     // ... but for the forward's product on tensor cores, which the knob's Off turns off too.
     EXPECT_TRUE(gru.gated_warp_rows_mma);
     EXPECT_FALSE(off.gated_warp_rows_mma);
-    EXPECT_EQ(gru.reason, off.reason +
-                              "; the forward's product on tensor cores instead: each warp a 1/9 of "
-                              "the columns of the CTA's 27 gate rows as bf16 mma fragments (64 "
-                              "registers per thread)");
+    // ... but not for the backward's product, which stays on the FMAs for the GRU.
+    EXPECT_FALSE(gru.gated_warp_rows_backward_mma);
+    EXPECT_FALSE(off.gated_warp_rows_backward_mma);
+    EXPECT_EQ(gru.reason,
+              off.reason +
+                  "; the forward's product on tensor cores instead: each warp a 1/9 of the "
+                  "columns of the CTA's 27 gate rows as bf16 mma fragments (64 registers per "
+                  "thread)");
     EXPECT_EQ(persistent::pass_kernel(gru, true), persistent::PassKernel::GatedWarpRows);
     EXPECT_EQ(persistent::pass_kernel(gru, false), persistent::PassKernel::GatedWarpRows);
+  }
+  // The 16-bit LSTM at B = 3, 3 records per CTA: both products on tensor cores, unless
+  // gated_mma_backward says not; at B = 4 its backward is the tensor-core kernel's, and with the
+  // tensor cores on for the forward only the gated rows' on tensor cores.
+  {
+    const persistent::Tiling lstm3 = persistent::tile(4, 1152, 3, 132, DType::BF16);
+    const persistent::Tiling forward_only = persistent::tile(
+        4, 1152, 3, 132, DType::BF16, persistent::TensorCores::ForwardBackward, true, true, false);
+    EXPECT_TRUE(lstm3.gated_warp_rows_mma);
+    EXPECT_TRUE(lstm3.gated_warp_rows_backward_mma);
+    EXPECT_TRUE(forward_only.gated_warp_rows_mma);
+    EXPECT_FALSE(forward_only.gated_warp_rows_backward_mma);
+    EXPECT_EQ(lstm3.reason, forward_only.reason +
+                                "; the backward's product on tensor cores too: each warp 32 "
+                                "k-tiles of W_hh^T's 9 rows of the CTA's units (16 in registers, "
+                                "16 in shared memory)");
+    EXPECT_EQ(persistent::pass_kernel(lstm3, false), persistent::PassKernel::GatedWarpRows);
+    const persistent::Tiling lstm4 = persistent::tile(4, 1152, 4, 132, DType::BF16);
+    EXPECT_FALSE(lstm4.gated_warp_rows_backward_mma);
+    const persistent::Tiling lstm4_forward =
+        persistent::tile(4, 1152, 4, 132, DType::BF16, persistent::TensorCores::Forward);
+    EXPECT_TRUE(lstm4_forward.gated_warp_rows_backward_mma);
+    EXPECT_EQ(persistent::pass_kernel(lstm4_forward, false), persistent::PassKernel::GatedWarpRows);
   }
   // The 16-bit LSTM at B = 4 likewise where its records need 2 warps per SM (H <= 792 on 132
   // SMs); at 3 (H = 793) it keeps the tensor-core backward.

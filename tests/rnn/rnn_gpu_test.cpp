@@ -335,6 +335,7 @@ std::vector<GpuCase> sanitize_cases() {
   v.push_back({P, small(Cell::LSTM, 5, 1152, DType::BF16), "0"});   // FMA staged, packed bf16
   v.push_back({P, small(Cell::LSTM, 4, 1024)});  // gated warp rows, 3 records per CTA
   v.push_back({P, small(Cell::LSTM, 4, 1024, DType::BF16)});  // gated warp rows, tensor cores
+  v.push_back({P, small(Cell::LSTM, 3, 1000, DType::BF16)});  // and the backward's too
   v.push_back({P, small(Cell::LSTM, 2, 700)});   // gated warp rows, BB = 2: records as planes
   RnnCase gated = small(Cell::GRU, 3, 515);      // gated warp rows, 2 records, lengths
   gated.lengths = {4, 1, 3};
@@ -596,7 +597,9 @@ std::string kernel_of(const persistent::Tiling& t, bool forward, bool barrier) {
     name += ", weights partly in smem";
   if (k == PassKernel::FmaStaged && t.storage != DType::F32) name += ", packed";
   if (k == PassKernel::FmaDirect && barrier) name += ", finishers' barrier";
-  if (k == PassKernel::GatedWarpRows && forward && t.gated_warp_rows_mma) name += ", tensor cores";
+  if (k == PassKernel::GatedWarpRows &&
+      (forward ? t.gated_warp_rows_mma : t.gated_warp_rows_backward_mma))
+    name += ", tensor cores";
   return name;
 }
 
@@ -625,7 +628,8 @@ TEST(RnnGpuSanitize, CasesCoverEveryKernel) {
                         "tensor cores", "tensor cores, W_hh partly in smem", "FMA staged",
                         "FMA staged, packed", "FMA direct", "FMA direct, finishers' barrier"})
     for (const char* pass : {"forward: ", "backward: "}) every.insert(std::string(pass) + k);
-  every.insert("forward: gated warp rows, tensor cores");  // the forward's product only
+  every.insert("forward: gated warp rows, tensor cores");
+  every.insert("backward: gated warp rows, tensor cores");
   EXPECT_EQ(seen, every);
 }
 
@@ -751,13 +755,11 @@ TEST(RnnGpuSafety, StalledCtaBecomesRuntimeError) {
 TEST(RnnGpuSafety, MalformedKnobIsInvalidArgument) {
   ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
   const RnnCase c{Cell::ReLU, 4, 2, 3, 8, 1, false, true};
-  const std::pair<const char*, const char*> knobs[] = {{"PRNN_PERSISTENT_STALL", "1:x"},
-                                                      {"PRNN_PERSISTENT_TENSOR_CORES", "2"},
-                                                      {"PRNN_PERSISTENT_TENSOR_CORES", "fwd"},
-                                                      {"PRNN_PERSISTENT_FINISH_BARRIER", "yes"},
-                                                      {"PRNN_PERSISTENT_GRAPHS", "on"},
-                                                      {"PRNN_PERSISTENT_WARP_ROWS", "true"},
-                                                      {"PRNN_PERSISTENT_INPUT_PROJECTION", "2"}};
+  const std::pair<const char*, const char*> knobs[] = {
+      {"PRNN_PERSISTENT_STALL", "1:x"},          {"PRNN_PERSISTENT_TENSOR_CORES", "2"},
+      {"PRNN_PERSISTENT_TENSOR_CORES", "fwd"},   {"PRNN_PERSISTENT_FINISH_BARRIER", "yes"},
+      {"PRNN_PERSISTENT_GRAPHS", "on"},          {"PRNN_PERSISTENT_WARP_ROWS", "true"},
+      {"PRNN_PERSISTENT_GATED_MMA", "backward"}, {"PRNN_PERSISTENT_INPUT_PROJECTION", "2"}};
   for (const auto& [name, value] : knobs) {
     const EnvScope knob(name, value);
     try {
