@@ -90,14 +90,10 @@ __device__ __forceinline__ void hand_over_sums(float (*sums)[kSums], int gate, i
 // h's 16-bit hi and lo (h = hi + lo to about 2^-16 relative), batch element i in row 2i (hi) and
 // 2i + 1 (lo) of the mma's n tile, so one mma per fragment takes both products and each lane's
 // accumulator pairs hold hi and lo of one batch element (lane tig: element tig), added in the
-// lane (no shuffle). They are staged transposed: column k of h as 8 16-bit values (hi, lo of the
-// 4 batch elements) in 16 bytes, one 32-bit store a value and batch element, and read back as B
-// fragments by ldmatrix.x4.trans, two k-tiles a load (bench/persistent/forward_staging_lab.cu:
-// 1002 cycles a step against 1118 for hi and lo rows of 16-bit stores, LSTM BB = 4). Each warp's
-// partial sums go to s_red [warp][row][batch]; the finisher adds the kWarps partial sums of each
-// of its unit's gates in warp order (deterministic), the NG gates' loads all issued first.
-// Against the FMAs: 18 mma and 3 B-fragment loads a warp and step (LSTM H = 1152) instead of 432
-// FFMA and 48 LDS.128.
+// lane (no shuffle); each warp's partial sums go to s_red [warp][row][batch]; the finisher adds
+// the kWarps partial sums of each of its unit's gates in warp order (deterministic), the NG gates'
+// loads all issued first. Against the FMAs: 18 mma and 12 B-fragment loads a warp and step (LSTM
+// H = 1152) instead of 432 FFMA and 48 LDS.128.
 template <int NG, int kRec, int kMaxThreads>
 struct GatedMma {
   static constexpr int kWr = kMaxThreads / 32 / NG;  // gated_warp_rows_shape_records
@@ -105,7 +101,7 @@ struct GatedMma {
   static constexpr int kUnits = kR3 * kWr;
   static constexpr int kMT = gated_mma_row_tiles(NG, kWr);
   static constexpr int kKT = gated_mma_k_tiles(NG, kWr, kRec);
-  static constexpr int kColumns = kWarps * kKT * 16;  // k, each a 16-byte row of the stage
+  static constexpr int kStride = kWarps * kKT * 16 + kStagePad;  // a staged row, 16-bit elements
 
   template <DType WS>
   __device__ static void load_fragments(const Params& p, int unit0, int warp, int lane,
@@ -128,57 +124,34 @@ struct GatedMma {
       }
   }
 
-  // Records k of the BB batch elements (their 3 units each, zeros past H) in the transposed
-  // stage: unit c of element i as hi | lo << 16 at word 4·(3k + c) + i (n = 2i, 2i + 1 of column
-  // 3k + c; the words of elements ≥ BB stay the zeros the kernel wrote first). Lane l stores
-  // element (t + l / 8) mod BB at its t-th store, so that at BB = 4 the 32 lanes' words (12
-  // apart) hit 32 banks.
-  template <DType WS, int BB, int kOwn>
-  __device__ static void stage_records(unsigned* stage, int k, int lane,
-                                       const float4 (&own)[BB][kOwn], int m) {
-    unsigned packed[BB][kR3];
+  // Record k of batch element i (its 3 units, zeros past H) as hi and lo (n rows 2i, 2i + 1).
+  template <DType WS>
+  __device__ static void stage_record(unsigned short* stage, int i, int k, const float4& r) {
+    const float v[kR3] = {r.x, r.y, r.z};
 #pragma unroll
-    for (int i = 0; i < BB; ++i) {
-      const float v[kR3] = {own[i][m].x, own[i][m].y, own[i][m].z};
-#pragma unroll
-      for (int c = 0; c < kR3; ++c) {
-        unsigned short hi, lo;
-        split16<WS>(v[c], hi, lo);
-        packed[i][c] = hi | static_cast<unsigned>(lo) << 16;
-      }
-    }
-    const int rot = (lane >> 3) % BB;
-#pragma unroll
-    for (int t = 0; t < BB; ++t) {
-      const int i = t + rot < BB ? t + rot : t + rot - BB;
-#pragma unroll
-      for (int c = 0; c < kR3; ++c) {
-        unsigned v = packed[0][c];  // packed[i][c] by selects (i varies over the lanes)
-#pragma unroll
-        for (int j = 1; j < BB; ++j) v = i == j ? packed[j][c] : v;
-        stage[4 * (kR3 * k + c) + i] = v;
-      }
+    for (int c = 0; c < kR3; ++c) {
+      unsigned short hi, lo;
+      split16<WS>(v[c], hi, lo);
+      stage[2 * i * kStride + kR3 * k + c] = hi;
+      stage[(2 * i + 1) * kStride + kR3 * k + c] = lo;
     }
   }
 
   template <DType WS>
-  __device__ static void products(const unsigned (&a)[kMT][kKT][4], const unsigned* stage,
+  __device__ static void products(const unsigned (&a)[kMT][kKT][4], const unsigned short* stage,
                                   float (*red)[16 * kMT][4], int warp, int lane) {
-    static_assert(kKT % 2 == 0, "ldmatrix.x4.trans loads two k-tiles");
     const int grp = lane >> 2, tig = lane & 3;
     float acc[kMT][4];
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.0f;
     if (warp < kWarps) {
 #pragma unroll
-      for (int kt = 0; kt < kKT; kt += 2) {
-        // Lane l the address of column (warp·kKT + kt)·16 + l: b0, b1 of k-tile kt, then kt + 1.
-        unsigned b[4];
-        ldmatrix_x4_trans(b, stage + 4 * ((warp * kKT + kt) * 16 + lane));
+      for (int kt = 0; kt < kKT; ++kt) {
+        const int at = grp * kStride + (warp * kKT + kt) * 16 + 2 * tig;
+        const unsigned b0 = *reinterpret_cast<const unsigned*>(stage + at);
+        const unsigned b1 = *reinterpret_cast<const unsigned*>(stage + at + 8);
 #pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) mma_16816<WS>(acc[mt], a[mt][kt], b[0], b[1]);
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) mma_16816<WS>(acc[mt], a[mt][kt + 1], b[2], b[3]);
+        for (int mt = 0; mt < kMT; ++mt) mma_16816<WS>(acc[mt], a[mt][kt], b0, b1);
       }
     }
     // Columns n = 2·tig (hi) and 2·tig + 1 (lo) of batch element tig, rows grp and grp + 8.
@@ -234,8 +207,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gated_warp_rows_forward_kernel
   __shared__ int s_abort;
   __shared__ float s_sums[kGatedWarpRowsMaxRecordWarps][NG - 1][kSums];
   extern __shared__ float4 s_share[];  // [2][BB][kRec][32] float4s, each parity: xy then z planes
-  // Tensor cores: h_{t-1}'s 16-bit hi and lo, transposed, and the warps' partial sums (GatedMma).
-  __shared__ __align__(16) unsigned s_stage[kMma ? 4 * Mma::kColumns : 1];
+  // Tensor cores: h_{t-1} as 16-bit hi and lo rows, and the warps' partial sums (GatedMma).
+  __shared__ __align__(16) unsigned short s_stage[kMma ? 8 * Mma::kStride : 1];
   __shared__ __align__(16) float s_red[kMma ? Mma::kWarps : 1][kMma ? 16 * Mma::kMT : 1][4];
 
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
@@ -248,7 +221,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gated_warp_rows_forward_kernel
   std::conditional_t<kMma, unsigned[Mma::kMT][Mma::kKT][4], float[kR3][kR3 * kRec]> w;
   if constexpr (kMma) {
     Mma::template load_fragments<WS>(p, static_cast<int>(blockIdx.x) * Mma::kUnits, warp, lane, w);
-    for (int i = static_cast<int>(threadIdx.x); i < 4 * Mma::kColumns;
+    for (int i = static_cast<int>(threadIdx.x); i < 8 * Mma::kStride;
          i += static_cast<int>(blockDim.x))
       s_stage[i] = 0;
   } else {
@@ -370,12 +343,14 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gated_warp_rows_forward_kernel
         }
       }
       if constexpr (kMma) {
-        // The step's records as h's hi and lo (n rows 2i and 2i + 1), transposed.
+        // The step's records as h's hi and lo rows (rows 2i and 2i + 1 of the n tile).
 #pragma unroll
-        for (int m = 0; m < kOwn; ++m)
-          if (warp + nwarps * m < kRec)
-            Mma::template stage_records<WS>(s_stage, lane + 32 * (warp + nwarps * m), lane, own,
-                                            m);
+        for (int i = 0; i < BB; ++i)
+#pragma unroll
+          for (int m = 0; m < kOwn; ++m)
+            if (warp + nwarps * m < kRec)
+              Mma::template stage_record<WS>(s_stage, i, lane + 32 * (warp + nwarps * m),
+                                             own[i][m]);
         if (barrier_any(1, 32 * nwarps, failed)) break;
         Mma::template products<WS>(w, s_stage, s_red, warp, lane);
         asm volatile("bar.sync 2, %0;" ::"r"(32 * nwarps) : "memory");

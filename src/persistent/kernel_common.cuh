@@ -125,17 +125,6 @@ __device__ __forceinline__ void unpack16(unsigned v, float& lo, float& hi) {
   }
 }
 
-// Four 8×8 16-bit matrices from shared memory, transposed: lanes 8j..8j+7 give the addresses of
-// matrix j's 8 rows (16 bytes each), r[j] is lane l's pair of matrix j's column l / 4, rows
-// 2·(l % 4) and 2·(l % 4) + 1 (the B fragment of m16n8k16 where the rows are k and the columns n).
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* row) {
-  const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(at)
-               : "memory");
-}
-
 // D += A·B, m16n8k16, 16-bit A and B (bf16 or f16), fp32 accumulators.
 template <DType WS>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0,
