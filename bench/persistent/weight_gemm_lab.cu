@@ -15,6 +15,10 @@
 //   h0/sgemm-tf32-beta1      the same on TF32 tensor-op math
 //   h0+main/first            the h0 term first (beta 0), then the main GEMM with beta 1, both TF32
 //   h0+main/folded           one TF32 GEMM over [h0; X] and [dP0; dP] stored contiguously
+//   pair/two-sgemm-tf32      dW_ih and dW_hh of a layer with I = H as two TF32 GEMMs (the
+//                            library's; the second GEMM's X another array of the same shape)
+//   pair/batched-tf32        the same pair as one cublasSgemmBatched of 2 (twice the tiles a
+//                            launch, so fewer idle SMs in the last wave)
 //   bias/sgemv               cublasSgemv of dPᵀ · 1 (the library's)
 //   bias/sgemm-tf32          the same as a TF32 GEMM with N = 1
 // Each result's largest difference from the pedantic fp32 result of its kind, relative to that
@@ -259,6 +263,44 @@ int main(int argc, char** argv) {
     report(
         "h0", "sgemm-tf32-beta1",
         [&] { sgemm(CUBLAS_TF32_TENSOR_OP_MATH, dp_all, x_all, s.b, 1.0f); }, h0_flop, c, 0);
+
+    // ---- dW_ih and dW_hh of a layer with I = H: two GEMMs, or one batched launch ----
+    {
+      float *x2 = nullptr, *c2 = nullptr;
+      const float** operands = nullptr;  // device: {X, X2}, {dP, dP}, then the outputs
+      float** outputs = nullptr;
+      LAB_CHECK(cudaMalloc(&x2, sizeof(float) * s.tb * in));
+      LAB_CHECK(cudaMalloc(&c2, sizeof(float) * gh * in));
+      LAB_CHECK(cudaMalloc(reinterpret_cast<void**>(&operands), 4 * sizeof(float*)));
+      LAB_CHECK(cudaMalloc(reinterpret_cast<void**>(&outputs), 2 * sizeof(float*)));
+      fill_uniform<<<512, 256, 0, stream>>>(x2, s.tb * in, 3u);
+      const float* host_operands[4] = {x, x2, dp, dp};
+      float* host_outputs[2] = {c, c2};
+      LAB_CHECK(cudaMemcpy(operands, host_operands, sizeof(host_operands), cudaMemcpyHostToDevice));
+      LAB_CHECK(cudaMemcpy(outputs, host_outputs, sizeof(host_outputs), cudaMemcpyHostToDevice));
+      reference.clear();
+      report(
+          "pair", "two-sgemm-tf32",
+          [&] {
+            sgemm(CUBLAS_TF32_TENSOR_OP_MATH, dp, x, s.tb, 0.0f);
+            LAB_CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, s.i, s.gh, s.tb, &one, x2, s.i,
+                                  dp, s.gh, &zero, c2, s.i));
+          },
+          2 * main_flop, c, gh * in);
+      report(
+          "pair", "batched-tf32",
+          [&] {
+            LAB_CHECK(cublasSetMathMode(blas, CUBLAS_TF32_TENSOR_OP_MATH));
+            LAB_CHECK(cublasSgemmBatched(blas, CUBLAS_OP_N, CUBLAS_OP_T, s.i, s.gh, s.tb, &one,
+                                         operands, s.i, operands + 2, s.gh, &zero, outputs, s.i,
+                                         2));
+          },
+          2 * main_flop, c, gh * in);
+      LAB_CHECK(cudaFree(x2));
+      LAB_CHECK(cudaFree(c2));
+      LAB_CHECK(cudaFree(operands));
+      LAB_CHECK(cudaFree(outputs));
+    }
 
     // ---- the bias sum: db = dPᵀ · 1 (column-major dP' [GH, TB] times ones) ----
     reference.clear();
