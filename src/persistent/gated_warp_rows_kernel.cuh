@@ -545,6 +545,12 @@ struct GatedMmaT {
 // On chip:  the weights in registers; shared memory [2 (step parity)][BB][NG][kRec][32] records
 //           (192 KiB for LSTM at BB = 4; kPlanes, LSTM at BB = 2: as two planes, {x, y} then
 //           float z, RecordPlanes) and [Wr][NG − 1][3·BB] sums.
+// WS 16-bit (the LSTM at BB = 4, 3 records per CTA; gated_warp_rows_has_backward_mma): the
+//           product on tensor cores instead (GatedMmaT above): W_hhᵀ as 16-bit A fragments, half
+//           in registers and half in shared memory; the polled records staged as hi and lo rows
+//           in shared memory (8 rows of gated_mma_backward_stride 16-bit values; 192 KiB of
+//           dynamic shared memory with the fragments); the warps' partial sums in s_red, added
+//           by the finishers in warp order.
 // Sync:     as the forward (records of step s go out only after the CTA read all of step s−1).
 // Limits:   ceil(H/3) ≤ 32·kRec; B ≤ BB; ceil(NG·kRec / (Wr·NG)) ≤ kOwn;
 //           sequence lengths checked at run time; every wait bounded by timeout_ns (then
