@@ -23,7 +23,7 @@ def kind(name, before_forward):
         return "recurrence backward"
     if "forward_kernel" in name:
         return "recurrence forward"
-    if "convert_kernel" in name:
+    if "convert_" in name:  # convert_kernel, convert_segments_kernel
         return "16-bit conversions"
     return "input GEMM" if before_forward else "backward GEMMs"
 
@@ -42,7 +42,7 @@ def main():
         sums = dict.fromkeys(kinds, 0.0)
         for i, (n, us) in enumerate(window):
             # The input GEMM is the last kernel before the forward that is not a conversion.
-            before = i < fwd and all("convert_kernel" in m for m, _ in window[i + 1:fwd])
+            before = i < fwd and all("convert_" in m for m, _ in window[i + 1:fwd])
             sums[kind(n, before)] += us
         case = path.rsplit("/", 1)[-1].removeprefix("ncu_").removesuffix(".csv")
         print("| %s | " % case + " | ".join("%.2f" % (sums[k] / steps) for k in kinds) +
