@@ -22,28 +22,7 @@
 #include <vector>
 
 #include "bench/bench_timer.h"
-
-namespace {
-
-void check(int status, const char* what, int line) {
-  if (status == 0) return;
-  std::fprintf(stderr, "gemm_lab: %s failed with status %d (line %d)\n", what, status, line);
-  std::exit(1);
-}
-#define LAB_CHECK(x) check(static_cast<int>(x), #x, __LINE__)
-
-__global__ void fill_uniform(float* p, std::int64_t n, unsigned seed) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    p[i] = static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
-  }
-}
-
-}  // namespace
+#include "blas_lab_common.cuh"
 
 int main(int argc, char** argv) {
   std::vector<int> rows;
@@ -64,8 +43,8 @@ int main(int argc, char** argv) {
   LAB_CHECK(cudaMalloc(&x, sizeof(float) * static_cast<std::size_t>(max_m) * K));
   LAB_CHECK(cudaMalloc(&c, sizeof(float) * static_cast<std::size_t>(max_m) * N));
   LAB_CHECK(cudaMalloc(&workspace, kWorkspace));
-  fill_uniform<<<256, 256, 0, stream>>>(w, std::int64_t{N} * K, 1u);
-  fill_uniform<<<256, 256, 0, stream>>>(x, std::int64_t{max_m} * K, 2u);
+  blas_lab::fill_uniform<<<256, 256, 0, stream>>>(w, std::int64_t{N} * K, 1u);
+  blas_lab::fill_uniform<<<256, 256, 0, stream>>>(x, std::int64_t{max_m} * K, 2u);
   LAB_CHECK(cudaGetLastError());
   cublasHandle_t blas = nullptr;
   LAB_CHECK(cublasCreate(&blas));

@@ -41,26 +41,9 @@
 #include <vector>
 
 #include "bench/bench_timer.h"
+#include "blas_lab_common.cuh"
 
 namespace {
-
-void check(int status, const char* what, int line) {
-  if (status == 0) return;
-  std::fprintf(stderr, "weight_gemm_lab: %s failed with status %d (line %d)\n", what, status, line);
-  std::exit(1);
-}
-#define LAB_CHECK(x) check(static_cast<int>(x), #x, __LINE__)
-
-__global__ void fill_uniform(float* p, std::int64_t n, unsigned seed) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    p[i] = static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
-  }
-}
 
 __global__ void to_bf16(const float* in, __nv_bfloat16* out, std::int64_t n) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -117,8 +100,8 @@ int main(int argc, char** argv) {
     LAB_CHECK(cudaMalloc(&db, sizeof(float) * gh));
     LAB_CHECK(cudaMalloc(&dp16, sizeof(__nv_bfloat16) * s.tb * gh));
     LAB_CHECK(cudaMalloc(&x16, sizeof(__nv_bfloat16) * s.tb * in));
-    fill_uniform<<<512, 256, 0, stream>>>(dp_all, rows * gh, 1u);
-    fill_uniform<<<512, 256, 0, stream>>>(x_all, rows * in, 2u);
+    blas_lab::fill_uniform<<<512, 256, 0, stream>>>(dp_all, rows * gh, 1u);
+    blas_lab::fill_uniform<<<512, 256, 0, stream>>>(x_all, rows * in, 2u);
     const std::vector<float> host_ones(static_cast<std::size_t>(s.tb), 1.0f);
     LAB_CHECK(cudaMemcpy(ones, host_ones.data(), sizeof(float) * s.tb, cudaMemcpyHostToDevice));
     float* const dp = dp_all + s.b * gh;  // the main GEMM's rows
@@ -273,7 +256,7 @@ int main(int argc, char** argv) {
       LAB_CHECK(cudaMalloc(&c2, sizeof(float) * gh * in));
       LAB_CHECK(cudaMalloc(reinterpret_cast<void**>(&operands), 4 * sizeof(float*)));
       LAB_CHECK(cudaMalloc(reinterpret_cast<void**>(&outputs), 2 * sizeof(float*)));
-      fill_uniform<<<512, 256, 0, stream>>>(x2, s.tb * in, 3u);
+      blas_lab::fill_uniform<<<512, 256, 0, stream>>>(x2, s.tb * in, 3u);
       const float* host_operands[4] = {x, x2, dp, dp};
       float* host_outputs[2] = {c, c2};
       LAB_CHECK(cudaMemcpy(operands, host_operands, sizeof(host_operands), cudaMemcpyHostToDevice));
