@@ -834,16 +834,17 @@ TEST(Planner, PredictionTracksCommittedMeasurements) {
       {Cell::GRU, 1152, 1, DType::F32, 1.726, 4.840, "ab/record_planes, gru f32 H=1152 B=1"},
       {Cell::GRU, 1152, 4, DType::F32, 3.931, 10.882, "ab/record_planes, gru f32 H=1152 B=4"},
       // The 16-bit forward's product on tensor cores at 3 records per CTA (the LSTM at every B,
-      // the GRU at B = 3..4), with the backwards' branch-free σ and the 16-bit input GEMM
-      // (h200/ab/prepared2/final_p*.csv, medians of 2 runs; 25d829c's in ab/gated_finish/, e.g.
-      // LSTM bf16 H=1152 B=4 2.582 / 8.847, are no longer what runs).
-      {Cell::LSTM, 1152, 1, DType::BF16, 1.938, 5.188, "ab/prepared2, lstm bf16 H=1152 B=1"},
-      {Cell::LSTM, 1152, 2, DType::BF16, 2.005, 5.958, "ab/prepared2, lstm bf16 H=1152 B=2"},
-      {Cell::LSTM, 1152, 3, DType::BF16, 2.305, 8.406, "ab/prepared2, lstm bf16 H=1152 B=3"},
-      {Cell::LSTM, 1152, 4, DType::BF16, 2.471, 8.558, "ab/prepared2, lstm bf16 H=1152 B=4"},
-      {Cell::LSTM, 1024, 3, DType::BF16, 2.274, 8.103, "ab/prepared2, lstm bf16 H=1024 B=3"},
-      {Cell::GRU, 1152, 4, DType::BF16, 2.702, 8.204, "ab/prepared2, gru bf16 H=1152 B=4"},
-      {Cell::GRU, 1024, 4, DType::BF16, 2.543, 7.757, "ab/prepared2, gru bf16 H=1024 B=4"},
+      // the GRU at B = 3..4), the LSTM's B = 3 backward on tensor cores too, x and layer 0's W_ih
+      // read in 16 bits (h200/ab/forward16_inputs/final_p*.csv, 25ed130, medians of 2 runs;
+      // 2dfba3f's in ab/prepared2/, e.g. LSTM bf16 H=1152 B=4 2.471 / 8.558, are no longer what
+      // runs).
+      {Cell::LSTM, 1152, 1, DType::BF16, 1.861, 4.997, "ab/forward16_inputs, lstm bf16 H=1152 B=1"},
+      {Cell::LSTM, 1152, 2, DType::BF16, 1.958, 5.947, "ab/forward16_inputs, lstm bf16 H=1152 B=2"},
+      {Cell::LSTM, 1152, 3, DType::BF16, 2.218, 7.976, "ab/forward16_inputs, lstm bf16 H=1152 B=3"},
+      {Cell::LSTM, 1152, 4, DType::BF16, 2.385, 8.399, "ab/forward16_inputs, lstm bf16 H=1152 B=4"},
+      {Cell::LSTM, 1024, 3, DType::BF16, 2.177, 7.910, "ab/forward16_inputs, lstm bf16 H=1024 B=3"},
+      {Cell::GRU, 1152, 4, DType::BF16, 2.583, 8.015, "ab/forward16_inputs, gru bf16 H=1152 B=4"},
+      {Cell::GRU, 1024, 4, DType::BF16, 2.461, 7.670, "ab/forward16_inputs, gru bf16 H=1024 B=4"},
       // The same tree, 16-bit layers (h200/ab/lstm_tensor_cores_b4/1e4778d_*, medians of 6 runs
       // over both knob values, which run the same kernels for the GRU; of 3 for the LSTM). A
       // 16-bit layer's GEMMs are TF32 whatever --math says (gemm_rnn.cpp); an fp32 layer's TF32
@@ -852,7 +853,8 @@ TEST(Planner, PredictionTracksCommittedMeasurements) {
       {Cell::LSTM, 768, 4, DType::BF16, 2.603, 7.211,
        "ab/lstm_tensor_cores_b4/1e4778d_knob0_*, lstm bf16 H=768"},
       // Older trees, the tensor-core kernels (which the two planes left as they were).
-      {Cell::LSTM, 2048, 4, DType::BF16, 5.655, 14.604, "ab/prepared2, lstm bf16 H=2048 B=4"},
+      {Cell::LSTM, 2048, 4, DType::BF16, 5.446, 14.338,
+       "ab/forward16_inputs, lstm bf16 H=2048 B=4"},
       {Cell::LSTM, 2048, 16, DType::BF16, 15.645, 38.875,
        "tensor_cores/h2048_batch_lstm_6bf5964.csv, B=16"},
   };
