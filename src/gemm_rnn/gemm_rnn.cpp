@@ -80,7 +80,21 @@ persistent::Tiling layer_tiling(const RnnDesc& desc, std::int64_t batch, int dev
                                 const PersistentKnobs& knobs) {
   return persistent::tile(gate_count(desc.cell), desc.hidden_size, batch,
                           device_info(device).sm_count, desc.weight_dtype, knobs.tensor_cores,
-                          knobs.warp_rows, knobs.gated_mma, knobs.gated_mma_backward);
+                          knobs.warp_rows, knobs.gated_mma);
+}
+
+// A knob of which passes take something on tensor cores: 0 none, 1 both, forward the forward
+// only; unset or empty: nullopt.
+std::optional<persistent::TensorCores> passes_knob(const char* name) {
+  const char* t = std::getenv(name);
+  if (t == nullptr || *t == '\0') return std::nullopt;
+  const std::string text = t;
+  using persistent::TensorCores;
+  PRNN_EXPECT(text == "0" || text == "1" || text == "forward",
+              "{}: expected 0, 1 or forward, got '{}'", name, text);
+  return text == "0"   ? TensorCores::Off
+         : text == "1" ? TensorCores::ForwardBackward
+                       : TensorCores::Forward;
 }
 
 }  // namespace
@@ -90,26 +104,12 @@ PersistentKnobs PersistentKnobs::from_environment() {
   if (const char* t = std::getenv("PRNN_PERSISTENT_TIMEOUT_MS"); t != nullptr && *t != '\0')
     k.timeout_ns = parse_knob("PRNN_PERSISTENT_TIMEOUT_MS", t, "a whole number of milliseconds") *
                    1'000'000ull;
-  if (const char* t = std::getenv("PRNN_PERSISTENT_TENSOR_CORES"); t != nullptr && *t != '\0') {
-    const std::string text = t;
-    using persistent::TensorCores;
-    PRNN_EXPECT(text == "0" || text == "1" || text == "forward",
-                "PRNN_PERSISTENT_TENSOR_CORES: expected 0, 1 or forward, got '{}'", text);
-    k.tensor_cores = text == "0"   ? TensorCores::Off
-                     : text == "1" ? TensorCores::ForwardBackward
-                                   : TensorCores::Forward;
-  }
+  if (const auto passes = passes_knob("PRNN_PERSISTENT_TENSOR_CORES")) k.tensor_cores = *passes;
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_FINISH_BARRIER"))
     k.finish_barrier = *on ? 1 : 0;
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_GRAPHS")) k.graphs = *on;
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_WARP_ROWS")) k.warp_rows = *on;
-  if (const char* t = std::getenv("PRNN_PERSISTENT_GATED_MMA"); t != nullptr && *t != '\0') {
-    const std::string text = t;
-    PRNN_EXPECT(text == "0" || text == "1" || text == "forward",
-                "PRNN_PERSISTENT_GATED_MMA: expected 0, 1 or forward, got '{}'", text);
-    k.gated_mma = text != "0";
-    k.gated_mma_backward = text == "1";
-  }
+  if (const auto passes = passes_knob("PRNN_PERSISTENT_GATED_MMA")) k.gated_mma = *passes;
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_INPUT_PROJECTION"))
     k.input_projection = *on ? 1 : 0;
   k.skinny_gemm = skinny_choice_from_environment();

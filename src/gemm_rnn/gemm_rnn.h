@@ -183,11 +183,10 @@ struct PersistentKnobs {
   // Whether layers at small batches may run on the warp-rows kernels, vanilla and gated
   // (PRNN_PERSISTENT_WARP_ROWS=0 keeps them on the other shapes, for A/B runs).
   bool warp_rows = true;
-  // Whether a 16-bit GRU / LSTM forward on the gated warp rows takes its product on tensor cores,
-  // and its backward (PRNN_PERSISTENT_GATED_MMA=0 keeps the FMAs in both, =forward in the
-  // backward, for A/B runs).
-  bool gated_mma = true;
-  bool gated_mma_backward = true;
+  // Which passes of a 16-bit GRU / LSTM on the gated warp rows may take their product on tensor
+  // cores (PRNN_PERSISTENT_GATED_MMA=0 keeps the FMAs in both, =forward in the backward, for A/B
+  // runs; persistent::tile).
+  persistent::TensorCores gated_mma = persistent::TensorCores::ForwardBackward;
   // Whether a warp-rows forward computes W_ih x itself where it can, instead of an input GEMM
   // before the launch: -1 as persistent::wants_input_in_kernel decides by T, 0 never, 1 always
   // (PRNN_PERSISTENT_INPUT_PROJECTION, for A/B runs).

@@ -295,7 +295,7 @@ Tiling tile_kernels(int gates, std::int64_t hidden, std::int64_t batch, int sm_c
 }  // namespace
 
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
-            TensorCores tensor_cores, bool warp_rows, bool gated_mma, bool gated_mma_backward) {
+            TensorCores tensor_cores, bool warp_rows, TensorCores gated_mma) {
   Tiling t = tile_kernels(gates, hidden, batch, sm_count, weights, tensor_cores, warp_rows);
   t.weights = weights;
   // The tensor-core product where it measured faster, the shapes gated_warp_rows_has_mma takes:
@@ -306,11 +306,12 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
   // 2.14 → 2.31 (the GRU's FMA forward is faster there). At B = 4 (ab/gated_mma/, before that
   // finish): GRU H = 1152 3.42 → 2.97, LSTM H = 1152 3.29 → 3.12. At 2 records per CTA (GRU
   // H = 768 B = 4 2.23 → 2.50) the FMAs stay.
-  t.gated_warp_rows_mma = t.gated_warp_rows >= 0 && gated_mma && tensor_cores != TensorCores::Off &&
-                          (weights == DType::BF16 || weights == DType::F16) &&
-                          gated_warp_rows_has_mma(kGatedWarpRowsShapes[t.gated_warp_rows]) &&
-                          t.gated_warp_rows_records == gated_warp_rows_shape_records(
-                                                           kGatedWarpRowsShapes[t.gated_warp_rows]);
+  t.gated_warp_rows_mma =
+      t.gated_warp_rows >= 0 && gated_mma != TensorCores::Off && tensor_cores != TensorCores::Off &&
+      (weights == DType::BF16 || weights == DType::F16) &&
+      gated_warp_rows_has_mma(kGatedWarpRowsShapes[t.gated_warp_rows]) &&
+      t.gated_warp_rows_records ==
+          gated_warp_rows_shape_records(kGatedWarpRowsShapes[t.gated_warp_rows]);
   if (t.gated_warp_rows_mma) {
     const int wr = t.gated_warp_rows_records;
     t.reason += fmt::format(
@@ -324,7 +325,8 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
   // gated_backward_mma/); the GRU's measured level (±2 %), and at B = 4 the LSTM keeps the
   // tensor-core backward, 4.5–14 % faster than either gated form.
   t.gated_warp_rows_backward_mma =
-      t.gated_warp_rows_mma && gated_mma_backward && t.gated_warp_rows_backward &&
+      t.gated_warp_rows_mma && gated_mma == TensorCores::ForwardBackward &&
+      t.gated_warp_rows_backward &&
       gated_warp_rows_has_backward_mma(kGatedWarpRowsShapes[t.gated_warp_rows]);
   if (t.gated_warp_rows_backward_mma) {
     const int wr = t.gated_warp_rows_records, kt = gated_mma_backward_k_tiles(wr);

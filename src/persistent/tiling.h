@@ -468,13 +468,13 @@ struct Tiling {
 // the gated warp-rows kernels (both passes as with the tensor cores off, at B = 4 in 16 bits too,
 // for a GRU and for an LSTM at 2 records per SM); a 16-bit LSTM at 3 records per SM with a
 // tensor-core backward (B = 4) keeps that backward.
-// gated_mma: whether a 16-bit layer on the gated warp rows takes their forward's tensor-core
-// product where it measured faster (3 records per CTA: the LSTM at every B, the GRU at B = 3..4),
-// unless tensor_cores is Off; gated_mma_backward: and the LSTM's backward's too (BB = 4: B = 3,
-// and B = 4 where tensor_cores is Forward).
+// gated_mma: which passes of a 16-bit layer on the gated warp rows take their product on tensor
+// cores where it measured faster, unless tensor_cores is Off: the forward (3 records per CTA: the
+// LSTM at every B, the GRU at B = 3..4), and with ForwardBackward the LSTM's backward too (BB = 4:
+// B = 3, and B = 4 where tensor_cores is Forward).
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
             TensorCores tensor_cores = TensorCores::ForwardBackward, bool warp_rows = true,
-            bool gated_mma = true, bool gated_mma_backward = true);
+            TensorCores gated_mma = TensorCores::ForwardBackward);
 
 // The kernel that runs one pass of a layer tiled as t (t.runs()), in the order launch()
 // (rnn_kernels.cu) dispatches: gated warp rows where they take the pass, then warp rows, tensor

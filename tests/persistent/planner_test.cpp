@@ -451,13 +451,14 @@ TEST(Planner, GatedWarpRows) {
     EXPECT_EQ(persistent::pass_kernel(gru, true), persistent::PassKernel::GatedWarpRows);
     EXPECT_EQ(persistent::pass_kernel(gru, false), persistent::PassKernel::GatedWarpRows);
   }
-  // The 16-bit LSTM at B = 3, 3 records per CTA: both products on tensor cores, unless
-  // gated_mma_backward says not; at B = 4 its backward is the tensor-core kernel's, and with the
-  // tensor cores on for the forward only the gated rows' on tensor cores.
+  // The 16-bit LSTM at B = 3, 3 records per CTA: both products on tensor cores, unless gated_mma
+  // says the forward only; at B = 4 its backward is the tensor-core kernel's, and with the tensor
+  // cores on for the forward only the gated rows' on tensor cores.
   {
     const persistent::Tiling lstm3 = persistent::tile(4, 1152, 3, 132, DType::BF16);
-    const persistent::Tiling forward_only = persistent::tile(
-        4, 1152, 3, 132, DType::BF16, persistent::TensorCores::ForwardBackward, true, true, false);
+    const persistent::Tiling forward_only =
+        persistent::tile(4, 1152, 3, 132, DType::BF16, persistent::TensorCores::ForwardBackward,
+                         true, persistent::TensorCores::Forward);
     EXPECT_TRUE(lstm3.gated_warp_rows_mma);
     EXPECT_TRUE(lstm3.gated_warp_rows_backward_mma);
     EXPECT_TRUE(forward_only.gated_warp_rows_mma);
@@ -488,7 +489,7 @@ TEST(Planner, GatedWarpRows) {
     EXPECT_EQ(persistent::pass_kernel(lstm2, false), persistent::PassKernel::GatedWarpRows);
   }
   // The forward's product on tensor cores: 16-bit weights at 3 records per CTA only, the LSTM at
-  // every B, the GRU at B = 3..4 (gated_mma false: the FMAs everywhere).
+  // every B, the GRU at B = 3..4 (gated_mma Off: the FMAs everywhere).
   struct MmaCase {
     int gates;
     std::int64_t H, B;
@@ -512,7 +513,8 @@ TEST(Planner, GatedWarpRows) {
     EXPECT_EQ(t.gated_warp_rows_mma, m.mma);
     EXPECT_EQ(t.weights, m.weights);
     EXPECT_FALSE(persistent::tile(m.gates, m.H, m.B, 132, m.weights,
-                                  persistent::TensorCores::ForwardBackward, true, false)
+                                  persistent::TensorCores::ForwardBackward, true,
+                                  persistent::TensorCores::Off)
                      .gated_warp_rows_mma);
   }
   const persistent::Tiling lstm3 = persistent::tile(4, 793, 4, 132, DType::BF16);
