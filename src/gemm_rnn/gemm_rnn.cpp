@@ -354,6 +354,10 @@ void GemmRnn::enqueue_forward(const ForwardArgs& a, cudaStream_t s) {
         p.t_first = d == 0 ? 0 : static_cast<std::int32_t>(T_ - 1);
         p.t_step = d == 0 ? 1 : -1;
         p.w = a.params + o.w_hh;
+        if (a.params16 != nullptr && !forward_reads_f32_w_hh()) {
+          p.w16 = static_cast<const std::uint16_t*>(a.params16) + o.w_hh;
+          p.w16_type = a.dtype16;
+        }
         p.pre = P;
         if (fused) {
           p.x = in;

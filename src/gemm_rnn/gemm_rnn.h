@@ -97,9 +97,10 @@ struct ForwardArgs {
   const float* x = nullptr;
   const float* params = nullptr;
   // A 16-bit layer's x and params as given (dtype16 BF16 or F16; else null): layer 0's GEMM over
-  // all steps reads them straight (gemm16) instead of their fp32 copies. Given these, x and
-  // layer 0's W_ih in `params` are read in fp32 only where forward_reads_f32_input() says so
-  // (x may be null, and that W_ih unwritten, elsewhere).
+  // all steps reads them straight (gemm16) instead of their fp32 copies, and so may the
+  // persistent kernel its W_hh. Given these, x and layer 0's W_ih in `params` are read in fp32
+  // only where forward_reads_f32_input() says so, and W_hh only where forward_reads_f32_w_hh()
+  // does (x may be null, and those blocks of params unwritten, elsewhere).
   const void* x16 = nullptr;
   const void* params16 = nullptr;
   DType dtype16 = DType::F32;
@@ -219,6 +220,16 @@ class GemmRnn {
   // copies: only where the persistent warp-rows forward projects layer 0's input itself.
   bool forward_reads_f32_input() const {
     return recurrence_ == Recurrence::Persistent && fused_input_.front();
+  }
+  // Whether forward() reads W_hh in fp32 although ForwardArgs gives the 16-bit params: not where
+  // its persistent kernel is the gated warp rows' on tensor cores, which reads W_hh from the
+  // 16-bit params (Params::w16). The tensor-core and FMA kernels read the fp32 copy: given W_hh
+  // in 16 bits the tensor-core forward measured 1-2 % slower per step
+  // (bench/results/h200/ab/w_hh16/).
+  bool forward_reads_f32_w_hh() const {
+    return !(recurrence_ == Recurrence::Persistent &&
+             persistent::pass_kernel(tiling_, true) == persistent::PassKernel::GatedWarpRows &&
+             tiling_.gated_warp_rows_mma);
   }
   void backward_data(const BackwardDataArgs& args, cudaStream_t stream);
   void backward_weights(const BackwardWeightsArgs& args, cudaStream_t stream);

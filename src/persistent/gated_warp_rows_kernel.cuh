@@ -110,7 +110,7 @@ struct GatedMma {
     const auto weight = [&](int r, int col) {
       const int q = r / kUnits, unit = unit0 + r % kUnits;
       if (r >= NG * kUnits || col >= H || unit >= H || warp >= kWarps) return 0.0f;
-      return p.w[(static_cast<std::int64_t>(q) * H + unit) * H + col];
+      return w_hh_at(p, (static_cast<std::int64_t>(q) * H + unit) * H + col);
     };
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)

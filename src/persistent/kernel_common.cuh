@@ -125,6 +125,15 @@ __device__ __forceinline__ void unpack16(unsigned v, float& lo, float& hi) {
   }
 }
 
+// W_hh's element i as fp32: from its 16-bit copy where the launch gives one (Params::w16: the
+// 16-bit value, exact in fp32), else from w.
+__device__ __forceinline__ float w_hh_at(const Params& p, std::int64_t i) {
+  if (p.w16 == nullptr) return p.w[i];
+  const unsigned short bits = p.w16[i];
+  return p.w16_type == DType::BF16 ? __uint_as_float(static_cast<unsigned>(bits) << 16)
+                                   : __half2float(__ushort_as_half(bits));
+}
+
 // D += A·B, m16n8k16, 16-bit A and B (bf16 or f16), fp32 accumulators.
 template <DType WS>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0,

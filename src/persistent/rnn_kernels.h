@@ -60,6 +60,10 @@ struct Params {
   Activation act = Activation::ReLU;
 
   const float* w = nullptr;  // W_hh [G·H, H] row-major
+  // W_hh in the layer's 16 bits (bf16 or f16 bits, as w; null: w). The gated warp rows' forward
+  // on tensor cores reads it from here where it is set (w_hh_at); every other kernel reads w.
+  const std::uint16_t* w16 = nullptr;
+  DType w16_type = DType::BF16;
 
   // The input projection in the kernel (warp-rows forward only; fuses_input_projection): with x
   // set, u_t = W_ih x_t is computed by the kernel and pre is neither read nor written.

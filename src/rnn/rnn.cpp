@@ -101,48 +101,59 @@ struct Rnn::Impl {
   };
   std::unique_ptr<Staging> staging;
 
-  // The fp32 pointer the driver reads for input t: t itself (f32), its converted copy in
-  // `buf` (16-bit), or null (empty).
-  const float* in32(const TensorView& t, DeviceBuffer& buf, cudaStream_t stream) const {
+  // A call's conversions of its 16-bit tensors one way, gathered and launched together
+  // (convert_on_device over segments, kMaxConvertSegments a launch): a small tensor's conversion
+  // costs about a launch. A forward whose driver reads W_hh in 16 bits converts the ranges
+  // between each layer's W_hh, so a deep network's count grows with its layers.
+  using Conversions = std::vector<ConvertSegment>;
+  static void convert(const Conversions& c, DType from, DType to, cudaStream_t stream) {
+    const int count = static_cast<int>(c.size());
+    for (int at = 0; at < count; at += kMaxConvertSegments)
+      convert_on_device(c.data() + at, std::min(kMaxConvertSegments, count - at), from, to, stream);
+  }
+
+  // The fp32 pointer the driver reads for input t: t itself (f32), its copy in `buf` (16-bit,
+  // converted by `in`), or null (empty).
+  static const float* in32(const TensorView& t, DeviceBuffer& buf, Conversions& in) {
     if (t.empty()) return nullptr;
     if (t.dtype() == DType::F32) return t.data_as<const float>();
-    convert_on_device(t.data(), t.dtype(), buf.data(), DType::F32, t.numel(), stream);
+    in.push_back({t.data(), buf.data(), t.numel()});
     return buf.data_as<const float>();
   }
-  // params' fp32 copy in `buf` but for layer 0's W_ih (each direction's), which forward() reads
-  // in 16 bits where the driver says so (GemmRnn::forward_reads_f32_input): the other ranges
-  // converted, in order.
-  const float* params32_past_input0(const TensorView& params, DeviceBuffer& buf,
-                                    cudaStream_t stream) const {
+  // params' fp32 copy in `buf` for forward(): every block but layer 0's W_ih where `input0` is
+  // false and every W_hh where `w_hh` is false (those the driver reads in 16 bits:
+  // GemmRnn::forward_reads_f32_input, forward_reads_f32_w_hh); the other ranges converted by
+  // `in`, in order.
+  const float* params32_for_forward(const TensorView& params, DeviceBuffer& buf, bool input0,
+                                    bool w_hh, Conversions& in) const {
     std::vector<std::pair<std::int64_t, std::int64_t>> skip;  // [begin, end), elements
-    for (int d = 0; d < desc.directions(); ++d) {
-      const RnnParamOffsets o = rnn_param_offsets(desc, 0, d);
-      skip.emplace_back(o.w_ih, o.w_ih + desc.gate_rows() * o.input_size);
-    }
+    for (std::int64_t l = 0; l < desc.layers; ++l)
+      for (int d = 0; d < desc.directions(); ++d) {
+        const RnnParamOffsets o = rnn_param_offsets(desc, l, d);
+        if (l == 0 && !input0) skip.emplace_back(o.w_ih, o.w_ih + desc.gate_rows() * o.input_size);
+        if (!w_hh) skip.emplace_back(o.w_hh, o.w_hh + desc.gate_rows() * desc.hidden_size);
+      }
     std::sort(skip.begin(), skip.end());
     const std::size_t size = size_of(params.dtype());
-    const auto convert = [&](std::int64_t begin, std::int64_t end) {
+    const auto range = [&](std::int64_t begin, std::int64_t end) {
       if (end > begin)
-        convert_on_device(static_cast<const std::byte*>(params.data()) + begin * size,
-                          params.dtype(), buf.data_as<float>() + begin, DType::F32, end - begin,
-                          stream);
+        in.push_back({static_cast<const std::byte*>(params.data()) + begin * size,
+                      buf.data_as<float>() + begin, end - begin});
     };
     std::int64_t at = 0;
     for (const auto& [begin, end] : skip) {
-      convert(at, begin);
+      range(at, begin);
       at = std::max(at, end);
     }
-    convert(at, params.numel());
+    range(at, params.numel());
     return buf.data_as<const float>();
   }
-  // The fp32 pointer the driver writes output t to; out_done() converts it into t afterwards.
-  static float* out32(const TensorView& t, DeviceBuffer& buf) {
+  // The fp32 pointer the driver writes output t to; `out` converts it into t afterwards.
+  static float* out32(const TensorView& t, DeviceBuffer& buf, Conversions& out) {
     if (t.empty()) return nullptr;
-    return t.dtype() == DType::F32 ? t.data_as<float>() : buf.data_as<float>();
-  }
-  static void out_done(const TensorView& t, const DeviceBuffer& buf, cudaStream_t stream) {
-    if (t.empty() || t.dtype() == DType::F32) return;
-    convert_on_device(buf.data(), DType::F32, t.data(), t.dtype(), t.numel(), stream);
+    if (t.dtype() == DType::F32) return t.data_as<float>();
+    out.push_back({buf.data(), t.data(), t.numel()});
+    return buf.data_as<float>();
   }
 #endif
 
@@ -375,26 +386,28 @@ void Rnn::forward(const TensorView& x, const TensorView& params, const TensorVie
     a.lengths = lengths;
     s.gemm->forward(a, stream);
   } else {
-    // x and layer 0's W_ih in fp32 only where the driver reads them so (else its input GEMM
-    // reads the 16-bit tensors).
+    // x, layer 0's W_ih and W_hh in fp32 only where the driver reads them so (else its input
+    // GEMM and its persistent kernel read the 16-bit tensors).
     const bool f32_input = s.gemm->forward_reads_f32_input();
+    const bool f32_w_hh = s.gemm->forward_reads_f32_w_hh();
+    Impl::Conversions in, out;
     gemm_rnn::ForwardArgs a;
-    a.x = f32_input ? s.in32(x, st->x, stream) : nullptr;
-    a.params = f32_input ? s.in32(params, st->params, stream)
-                         : s.params32_past_input0(params, st->params, stream);
+    a.x = f32_input ? Impl::in32(x, st->x, in) : nullptr;
+    a.params = f32_input && f32_w_hh
+                   ? Impl::in32(params, st->params, in)
+                   : s.params32_for_forward(params, st->params, f32_input, f32_w_hh, in);
     a.x16 = x.data();
     a.params16 = params.data();
     a.dtype16 = params.dtype();
-    a.h0 = s.in32(h0, st->h0, stream);
-    a.c0 = s.in32(c0, st->c0, stream);
-    a.y = Impl::out32(y, st->y);
-    a.hn = Impl::out32(hn, st->hn);
-    a.cn = Impl::out32(cn, st->cn);
+    a.h0 = Impl::in32(h0, st->h0, in);
+    a.c0 = Impl::in32(c0, st->c0, in);
+    a.y = Impl::out32(y, st->y, out);
+    a.hn = Impl::out32(hn, st->hn, out);
+    a.cn = Impl::out32(cn, st->cn, out);
     a.lengths = lengths;
+    Impl::convert(in, s.dtype(), DType::F32, stream);
     s.gemm->forward(a, stream);
-    Impl::out_done(y, st->y, stream);
-    Impl::out_done(hn, st->hn, stream);
-    Impl::out_done(cn, st->cn, stream);
+    Impl::convert(out, DType::F32, s.dtype(), stream);
   }
   s.have_forward = true;
 #else
@@ -437,18 +450,18 @@ void Rnn::backward_data(const TensorView& params, const TensorView& dy, const Te
     a.dc0 = out_or_null<float>(dc0);
     s.gemm->backward_data(a, stream);
   } else {
+    Impl::Conversions in, out;
     gemm_rnn::BackwardDataArgs a;
-    a.params = s.in32(params, st->params, stream);
-    a.dy = s.in32(dy, st->dy, stream);
-    a.dhn = s.in32(dhn, st->dhn, stream);
-    a.dcn = s.in32(dcn, st->dcn, stream);
-    a.dx = Impl::out32(dx, st->dx);
-    a.dh0 = Impl::out32(dh0, st->dh0);
-    a.dc0 = Impl::out32(dc0, st->dc0);
+    a.params = Impl::in32(params, st->params, in);
+    a.dy = Impl::in32(dy, st->dy, in);
+    a.dhn = Impl::in32(dhn, st->dhn, in);
+    a.dcn = Impl::in32(dcn, st->dcn, in);
+    a.dx = Impl::out32(dx, st->dx, out);
+    a.dh0 = Impl::out32(dh0, st->dh0, out);
+    a.dc0 = Impl::out32(dc0, st->dc0, out);
+    Impl::convert(in, s.dtype(), DType::F32, stream);
     s.gemm->backward_data(a, stream);
-    Impl::out_done(dx, st->dx, stream);
-    Impl::out_done(dh0, st->dh0, stream);
-    Impl::out_done(dc0, st->dc0, stream);
+    Impl::convert(out, DType::F32, s.dtype(), stream);
   }
   s.have_backward_data = true;
 #else
@@ -495,11 +508,13 @@ void Rnn::backward_weights(const TensorView& x, const TensorView& h0, const Tens
     a.dparams = dparams.data_as<float>();
     s.gemm->backward_weights(a, stream);
   } else {
-    a.x = s.in32(x, st->x, stream);
-    a.h0 = s.in32(h0, st->h0, stream);
-    a.dparams = Impl::out32(dparams, st->dparams);
+    Impl::Conversions in, out;
+    a.x = Impl::in32(x, st->x, in);
+    a.h0 = Impl::in32(h0, st->h0, in);
+    a.dparams = Impl::out32(dparams, st->dparams, out);
+    Impl::convert(in, s.dtype(), DType::F32, stream);
     s.gemm->backward_weights(a, stream);
-    Impl::out_done(dparams, st->dparams, stream);
+    Impl::convert(out, DType::F32, s.dtype(), stream);
   }
 #else
   (void)stream;
