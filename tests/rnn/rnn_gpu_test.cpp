@@ -208,9 +208,11 @@ std::vector<RnnCase> cases() {
   v.push_back({Cell::LSTM, 33, 20, 16, 1152, 1, false, true, DType::BF16});  // chunks 16 + 4
   v.push_back({Cell::GRU, 40, 9, 16, 1000, 1, false, true, DType::F16});     // one chunk of 16
   v.push_back({Cell::LSTM, 25, 6, 5, 100, 2, true, true, DType::F16});       // R = 3
-  // Four bidirectional layers: the forward reads W_hh in 16 bits, so params' fp32 copy is 8
-  // ranges, and with h0 and c0 a call has more conversions than one launch takes.
+  // Four bidirectional 16-bit layers: on the tensor cores (LSTM B = 5), and on the gated warp
+  // rows' tensor-core forward (GRU B = 3, H = 1100), which reads W_hh in 16 bits, so that params'
+  // fp32 copy is 8 ranges and with h0 the call has more conversions than one launch takes.
   v.push_back({Cell::LSTM, 9, 5, 8, 100, 4, true, true, DType::BF16});
+  v.push_back({Cell::GRU, 5, 3, 8, 1100, 4, true, true, DType::BF16});
   v.push_back({Cell::GRU, 60, 4, 3, 1, 1, false, true, DType::BF16});        // H = 1
   {
     RnnCase g{Cell::GRU, 30, 11, 16, 515, 1, true, true, DType::BF16};
