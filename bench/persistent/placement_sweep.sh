@@ -2,10 +2,11 @@
 # Where the persistent kernels' exchange sits, swept in one GPU call (GPU machine, repo root):
 # applies patches/exchange_pad.patch (the exchange PRNN_LAB_EXCHANGE_PAD bytes into a longer
 # buffer), builds prnn_cli (build/gpu), then for each pad runs `prnn bench rnn` over the issue-5
-# shapes (LSTM / GRU bf16 H = 1024, 1152, 2048 B = 4; LSTM f32 H = 1024 B = 4) into
-# OUT/placement.csv (the pad, then the bench's row), twice in alternating order, takes the patch
-# out and prints each shape's fastest, slowest and pad-0 medians. Pads: 0..8 KiB in steps of
-# 128 B, then 16 KiB..4 MiB in powers of two. About 6 minutes.
+# shapes (LSTM / GRU bf16 H = 1024, 1152, 2048 B = 4; LSTM f32 H = 1024 B = 4) and issue 4's
+# (ReLU f32 H = 1152, 2048 B = 4) into OUT/placement.csv (the pad, then the bench's row), twice
+# in alternating order, takes the patch out and prints each shape's fastest, slowest and pad-0
+# medians. Pads: 0..8 KiB in steps of 256 B, then 16 KiB..4 MiB in powers of two. About 7
+# minutes.
 # Usage: bench/persistent/placement_sweep.sh OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,7 +20,7 @@ cmake --build --preset gpu -j "$(nproc)" --target prnn_cli >"$out/build.log" 2>&
 cp build/gpu/tools/prnn/prnn /tmp/prnn_pad
 git apply -R "$patch"
 rm -f "$out/build.log"
-pads=$(seq 0 128 8192)
+pads=$(seq 0 256 8192)
 for p in 14 15 16 17 18 19 20 21 22; do pads="$pads $((1 << p))"; done
 echo "pad,suite,case,impl,metric,value,unit" >"$out/placement.csv"
 for round in 1 2; do
@@ -27,7 +28,8 @@ for round in 1 2; do
   [ "$round" = 2 ] && order=$(echo "$pads" | tr ' ' '\n' | tac)
   for pad in $order; do
     for cmd in "--cells lstm,gru --dtypes bf16 --hidden 1024,1152,2048" \
-               "--cells lstm --dtypes f32 --hidden 1024 --math tf32"; do
+               "--cells lstm --dtypes f32 --hidden 1024 --math tf32" \
+               "--cells relu --dtypes f32 --hidden 1152,2048 --math tf32"; do
       # shellcheck disable=SC2086
       PRNN_LAB_EXCHANGE_PAD=$pad timeout 60 /tmp/prnn_pad bench --out /tmp/pad.csv rnn \
         --sweep custom $cmd --batch 4 --steps 256 --repeats 3 --impls prnn-persistent \
