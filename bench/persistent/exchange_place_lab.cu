@@ -115,8 +115,8 @@ int main(int argc, char** argv) {
   const int K = arg(argc, argv, 1, 1368), steps = arg(argc, argv, 2, 256);
   const int stride = arg(argc, argv, 3, 128), count = arg(argc, argv, 4, 64);
   const int pages = arg(argc, argv, 5, 8);
-  if (K < 1 || K > kThreads * kPolls || steps < 1 || stride < 16 || stride % 16 != 0 ||
-      count < 1 || pages < 1) {
+  if (K < 1 || K > kThreads * kPolls || steps < 1 || stride < 16 || stride % 16 != 0 || count < 1 ||
+      pages < 1) {
     std::fprintf(stderr,
                  "usage: exchange_place_lab [K (1..%d) [STEPS [STRIDE (a multiple of 16) "
                  "[COUNT [PAGES]]]]]\n",
@@ -127,8 +127,8 @@ int main(int argc, char** argv) {
   PRNN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   cudaDeviceProp prop{};
   PRNN_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("# %s, %d SMs, K = %d records, %d steps a launch, %d threads a CTA\n", prop.name,
-              sms, K, steps, kThreads);
+  std::printf("# %s, %d SMs, K = %d records, %d steps a launch, %d threads a CTA\n", prop.name, sms,
+              K, steps, kThreads);
   const std::size_t span = std::size_t{2} * K * sizeof(float4);
   const std::size_t pool_bytes = pages * kPage + static_cast<std::size_t>(count) * stride + span;
   std::byte* pool = nullptr;
