@@ -1,7 +1,9 @@
 // What the cuBLAS labs (gemm_lab.cu, weight_gemm_lab.cu) share: a status check that ends the
-// lab, and uniform inputs filled on the device.
+// lab, uniform inputs filled on the device, and the cuBLAS and cublasLt handles.
 #pragma once
 
+#include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -34,3 +36,28 @@ __global__ void fill_uniform(float* p, std::int64_t n, unsigned seed) {
 }  // namespace blas_lab
 
 #define LAB_CHECK(x) blas_lab::check(static_cast<int>(x), #x, __LINE__)
+
+namespace blas_lab {
+namespace {
+
+// A cuBLAS handle on `stream` with `workspace` as its own (no allocation inside a call), and a
+// cublasLt handle. destroy() before the workspace and the stream go.
+struct Handles {
+  cublasHandle_t blas = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void destroy() {
+    LAB_CHECK(cublasLtDestroy(lt));
+    LAB_CHECK(cublasDestroy(blas));
+  }
+};
+Handles create_handles(cudaStream_t stream, void* workspace, std::size_t workspace_bytes) {
+  Handles h;
+  LAB_CHECK(cublasCreate(&h.blas));
+  LAB_CHECK(cublasSetStream(h.blas, stream));
+  LAB_CHECK(cublasSetWorkspace(h.blas, workspace, workspace_bytes));
+  LAB_CHECK(cublasLtCreate(&h.lt));
+  return h;
+}
+
+}  // namespace
+}  // namespace blas_lab

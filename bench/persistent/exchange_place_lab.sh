@@ -10,10 +10,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: exchange_place_lab.sh OUT}
 mkdir -p "$out"
-cmake --preset gpu >/dev/null 2>&1
-cmake --build --preset gpu -j "$(nproc)" --target prnn_exchange_place_lab >"$out/build.log" 2>&1 ||
-  { tail -30 "$out/build.log"; exit 1; }
-rm -f "$out/build.log"
+source bench/persistent/build_gpu.sh
+build_gpu "$out" prnn_exchange_place_lab || exit 1
 lab=$(find build/gpu -name prnn_exchange_place_lab -type f -perm -u+x | head -1)
 timeout 200 "$lab" 1368 128 128 16384 1 >"$out/within_page.csv"; echo "within_page rc $?"
 timeout 60 "$lab" 1368 128 4096 8 64 >"$out/across_pages.csv"; echo "across_pages rc $?"

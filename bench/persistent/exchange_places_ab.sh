@@ -14,13 +14,11 @@ out=${1:?usage: exchange_places_ab.sh OUT}
 mkdir -p "$out"
 places=bench/persistent/patches/exchange_places.patch
 fold=bench/persistent/patches/weights_h0_fold.patch
-cmake --preset gpu >/dev/null 2>&1
+source bench/persistent/build_gpu.sh
 build() {  # name targets...: builds and keeps the bench as /tmp/prnn_<name>
   local name=$1
   shift
-  cmake --build --preset gpu -j "$(nproc)" --target prnn_cli "$@" >"$out/build.log" 2>&1 ||
-    { tail -30 "$out/build.log"; return 1; }
-  cp build/gpu/tools/prnn/prnn "/tmp/prnn_$name"
+  build_gpu "$out" prnn_cli "$@" && keep_cli "$name"
 }
 git apply "$places" || exit 1
 build places rnn_gpu_test || { git apply -R "$places"; exit 1; }
@@ -30,7 +28,6 @@ tests=$!
 git apply "$fold" && build fold
 git apply -R "$fold"
 git apply -R "$places"
-rm -f "$out/build.log"
 wait $tests
 tail -1 "$out/tests.log"
 grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$out/tests.log" | head -20

@@ -46,12 +46,9 @@ int main(int argc, char** argv) {
   blas_lab::fill_uniform<<<256, 256, 0, stream>>>(w, std::int64_t{N} * K, 1u);
   blas_lab::fill_uniform<<<256, 256, 0, stream>>>(x, std::int64_t{max_m} * K, 2u);
   LAB_CHECK(cudaGetLastError());
-  cublasHandle_t blas = nullptr;
-  LAB_CHECK(cublasCreate(&blas));
-  LAB_CHECK(cublasSetStream(blas, stream));
-  LAB_CHECK(cublasSetWorkspace(blas, workspace, kWorkspace));
-  cublasLtHandle_t lt = nullptr;
-  LAB_CHECK(cublasLtCreate(&lt));
+  blas_lab::Handles handles = blas_lab::create_handles(stream, workspace, kWorkspace);
+  cublasHandle_t blas = handles.blas;
+  cublasLtHandle_t lt = handles.lt;
   const float one = 1.0f, zero = 0.0f;
   std::vector<float> reference, result;
   // The largest |C - C_pedantic| over the largest |C_pedantic| (the first call fills the
@@ -146,8 +143,7 @@ int main(int argc, char** argv) {
       LAB_CHECK(cublasLtMatmulDescDestroy(op));
     }
   }
-  LAB_CHECK(cublasLtDestroy(lt));
-  LAB_CHECK(cublasDestroy(blas));
+  handles.destroy();
   LAB_CHECK(cudaFree(w));
   LAB_CHECK(cudaFree(x));
   LAB_CHECK(cudaFree(c));

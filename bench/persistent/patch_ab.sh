@@ -11,13 +11,11 @@ cd "$(dirname "$0")/../.."
 patch=${1:?usage: patch_ab.sh PATCH OUT}
 out=${2:?usage: patch_ab.sh PATCH OUT}
 mkdir -p "$out"
-cmake --preset gpu >/dev/null 2>&1
+source bench/persistent/build_gpu.sh
 build() {  # name targets...: builds and keeps the bench as /tmp/prnn_<name>
   local name=$1
   shift
-  cmake --build --preset gpu -j "$(nproc)" --target prnn_cli "$@" >"$out/build.log" 2>&1 ||
-    { tail -30 "$out/build.log"; return 1; }
-  cp build/gpu/tools/prnn/prnn "/tmp/prnn_$name"
+  build_gpu "$out" prnn_cli "$@" && keep_cli "$name"
 }
 git apply "$patch" || exit 1
 if build patch rnn_gpu_test gpu_smoke_test; then
@@ -29,7 +27,6 @@ if build patch rnn_gpu_test gpu_smoke_test; then
 fi
 git apply -R "$patch"
 build tree || exit 1
-rm -f "$out/build.log"
 for r in 1 2 3; do
   for v in patch tree; do
     echo "# run $r" >>"$out/ab_$v.csv"

@@ -13,13 +13,11 @@ cd "$(dirname "$0")/../.."
 out=${1:?usage: placement_sweep.sh OUT}
 mkdir -p "$out"
 patch=bench/persistent/patches/exchange_pad.patch
-cmake --preset gpu >/dev/null 2>&1
+source bench/persistent/build_gpu.sh
 git apply "$patch" || exit 1
-cmake --build --preset gpu -j "$(nproc)" --target prnn_cli >"$out/build.log" 2>&1 ||
-  { tail -30 "$out/build.log"; git apply -R "$patch"; exit 1; }
-cp build/gpu/tools/prnn/prnn /tmp/prnn_pad
+build_gpu "$out" prnn_cli || { git apply -R "$patch"; exit 1; }
+keep_cli pad
 git apply -R "$patch"
-rm -f "$out/build.log"
 pads=$(seq 0 256 8192)
 for p in 14 15 16 17 18 19 20 21 22; do pads="$pads $((1 << p))"; done
 echo "pad,suite,case,impl,metric,value,unit" >"$out/placement.csv"

@@ -79,12 +79,9 @@ int main(int argc, char** argv) {
   LAB_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   void* workspace = nullptr;
   LAB_CHECK(cudaMalloc(&workspace, kWorkspace));
-  cublasHandle_t blas = nullptr;
-  LAB_CHECK(cublasCreate(&blas));
-  LAB_CHECK(cublasSetStream(blas, stream));
-  LAB_CHECK(cublasSetWorkspace(blas, workspace, kWorkspace));
-  cublasLtHandle_t lt = nullptr;
-  LAB_CHECK(cublasLtCreate(&lt));
+  blas_lab::Handles handles = blas_lab::create_handles(stream, workspace, kWorkspace);
+  cublasHandle_t blas = handles.blas;
+  cublasLtHandle_t lt = handles.lt;
   const float one = 1.0f, zero = 0.0f;
   std::printf("shape,kind,impl,algo,tile,splitk,us,tflops,max_rel_diff\n");
 
@@ -312,8 +309,7 @@ int main(int argc, char** argv) {
     LAB_CHECK(cudaFree(dp16));
     LAB_CHECK(cudaFree(x16));
   }
-  LAB_CHECK(cublasLtDestroy(lt));
-  LAB_CHECK(cublasDestroy(blas));
+  handles.destroy();
   LAB_CHECK(cudaFree(workspace));
   LAB_CHECK(cudaStreamDestroy(stream));
   return 0;

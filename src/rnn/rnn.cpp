@@ -123,7 +123,7 @@ struct Rnn::Impl {
   // params' fp32 copy in `buf` for forward(): every block but layer 0's W_ih where `input0` is
   // false and every W_hh where `w_hh` is false (those the driver reads in 16 bits:
   // GemmRnn::forward_reads_f32_input, forward_reads_f32_w_hh); the other ranges converted by
-  // `in`, in order.
+  // `in`, in order (all of params, one range, where both are true).
   const float* params32_for_forward(const TensorView& params, DeviceBuffer& buf, bool input0,
                                     bool w_hh, Conversions& in) const {
     std::vector<std::pair<std::int64_t, std::int64_t>> skip;  // [begin, end), elements
@@ -393,9 +393,7 @@ void Rnn::forward(const TensorView& x, const TensorView& params, const TensorVie
     Impl::Conversions in, out;
     gemm_rnn::ForwardArgs a;
     a.x = f32_input ? Impl::in32(x, st->x, in) : nullptr;
-    a.params = f32_input && f32_w_hh
-                   ? Impl::in32(params, st->params, in)
-                   : s.params32_for_forward(params, st->params, f32_input, f32_w_hh, in);
+    a.params = s.params32_for_forward(params, st->params, f32_input, f32_w_hh, in);
     a.x16 = x.data();
     a.params16 = params.data();
     a.dtype16 = params.dtype();
