@@ -27,6 +27,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -293,6 +294,10 @@ class ImplRows {
 
   const std::string& impl() const { return impl_; }
 
+  // Wall time of building the implementation (prnn: the Rnn's constructor, which allocates,
+  // plans and for the persistent algorithm times where its exchange sits).
+  void setup(double ms) const { row("setup_ms", ms, "ms"); }
+
   void time_forward(const std::function<void()>& run, cudaStream_t stream) const {
     const double us = bench::median_us(run, repeats_, kWarmupRuns, stream);
     row("fwd_us_per_step", us / steps_, "us");
@@ -344,7 +349,11 @@ class ImplRows {
 void time_prnn(const ImplRows& rows, const RnnDesc& desc, const RnnCase& c, RnnAlgo algo,
                std::optional<PrnnTensors>& tensors, cudaStream_t stream) {
   rows.guarded(false, [&] {
+    const auto start = std::chrono::steady_clock::now();
     Rnn rnn(desc, c.steps, c.batch, Device::cuda(kDeviceIndex), algo);
+    PRNN_CUDA_CHECK(cudaDeviceSynchronize());
+    rows.setup(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                   .count());
     if (!tensors) tensors.emplace(desc, c.steps, c.batch, stream);
     const PrnnTensors& t = *tensors;
     auto forward = [&] { rnn.forward(t.x, t.params, t.h0, t.c0, t.y, t.hn, t.cn, stream); };

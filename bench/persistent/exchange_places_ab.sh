@@ -4,9 +4,11 @@
 # (build/gpu) and runs all of rnn_gpu_test while it also builds the patch with
 # patches/weights_h0_fold.patch on top (the fold's larger output buffer moves the exchange),
 # takes both out, then alternates three times over `prnn bench rnn` of the issue-5 shapes (and
-# LSTM bf16 H = 1024 B = 3): each build with PRNN_PERSISTENT_EXCHANGE_PLACES=1 (the buffer's
-# start, as the tree) and unset (16 places timed). OUT/ab_<build>_<places>.csv and the medians.
-# About 5 minutes.
+# LSTM bf16 H = 1024 B = 3, ReLU f32 H = 1152, 2048 B = 4): each build with
+# PRNN_PERSISTENT_EXCHANGE_PLACES=1 (the buffer's start, as the tree) and unset (16 places
+# timed). OUT/ab_<build>_<places>.csv and the medians (µs/step; setup_ms: the Rnn's
+# construction, which timing the places lengthens).
+# About 6 minutes.
 # Usage: bench/persistent/exchange_places_ab.sh OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -44,6 +46,10 @@ for r in 1 2 3; do
         --cells lstm --dtypes f32,bf16 --hidden 1024 --batch 3,16 --steps 256 --repeats 5 \
         --impls prnn-persistent --math tf32 --no-floor >/dev/null 2>&1 &&
         cat /tmp/places_ab.csv >>"$out/ab_${v}_$n.csv"
+      "${knob[@]}" timeout 120 "/tmp/prnn_$v" bench --out /tmp/places_ab.csv rnn --sweep custom \
+        --cells relu --dtypes f32 --hidden 1152,2048 --batch 4 --steps 256 --repeats 5 \
+        --impls prnn-persistent --math tf32 --no-floor >/dev/null 2>&1 &&
+        cat /tmp/places_ab.csv >>"$out/ab_${v}_$n.csv"
     done
   done
 done
@@ -53,7 +59,7 @@ names = ("places_1", "places_16", "fold_1", "fold_16")
 vals = collections.defaultdict(list)
 for v in names:
     for row in csv.reader(l for l in open(sys.argv[1] + "/ab_%s.csv" % v) if not l.startswith("#")):
-        if len(row) < 6 or row[0] == "suite" or "us_per_step" not in row[3]:
+        if len(row) < 6 or row[0] == "suite" or not ("us_per_step" in row[3] or row[3] == "setup_ms"):
             continue
         vals[(row[1].replace(";T=256", "") + row[2].replace("prnn-persistent", ""), row[3][:6], v)].append(float(row[4]))
 for key in sorted({k[:2] for k in vals}):

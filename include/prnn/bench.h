@@ -56,6 +56,7 @@ void run_cudnn_rnn_bench(const CudnnRnnBenchOptions& options, const BenchSink& s
 //   fwd_us_per_step     training-mode forward of T steps / T
 //   fwdbwd_us_per_step  forward + backward data + backward weights of T steps / T
 //   fwd_tflops          2·T·B·G·H·(I+H) / forward time
+//   setup_ms            (prnn only) wall time of constructing the Rnn for the case, in ms
 // f32 cases run once per RnnBenchOptions::maths (impl suffix "-tf32" for TF32; see there).
 // An implementation that cannot run a case gives one row metric status, value 0, unit
 // not_supported (it said Unsupported) or error (it failed); the run goes on.
