@@ -14,27 +14,21 @@
 #include <vector>
 
 #include "core/cuda_check.h"
+#include "core/event_timer.h"
 
 namespace prnn::bench {
 
 inline double median_us(const std::function<void()>& run, int repeats, int warmup = 3,
                         cudaStream_t stream = nullptr) {
   for (int i = 0; i < warmup; ++i) run();
-  cudaEvent_t start, stop;
-  PRNN_CUDA_CHECK(cudaEventCreate(&start));
-  PRNN_CUDA_CHECK(cudaEventCreate(&stop));
+  EventTimer timer(stream);
   std::vector<double> us;
   for (int i = 0; i < repeats; ++i) {
-    PRNN_CUDA_CHECK(cudaEventRecord(start, stream));
+    timer.start();
     run();
-    PRNN_CUDA_CHECK(cudaEventRecord(stop, stream));
-    PRNN_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    PRNN_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    us.push_back(1000.0 * ms);
+    timer.stop();
+    us.push_back(1e6 * timer.seconds());
   }
-  PRNN_CUDA_CHECK_NOTHROW(cudaEventDestroy(start));
-  PRNN_CUDA_CHECK_NOTHROW(cudaEventDestroy(stop));
   std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
   return us[us.size() / 2];
 }

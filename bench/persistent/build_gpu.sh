@@ -1,5 +1,4 @@
-# Sourced by the GPU-machine scripts of bench/persistent (patch_ab.sh, exchange_places_ab.sh,
-# placement_sweep.sh, exchange_place_lab.sh).
+# Sourced by the GPU-machine scripts of bench/persistent (patch_ab.sh, exchange_place_lab.sh).
 # build_gpu OUT TARGET...: configures the gpu preset (once per shell) and builds TARGETs in
 # build/gpu, the log in OUT/build.log (removed on success); on failure prints the log's tail and
 # returns 1.

@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "core/cublas.h"
 #include "core/cuda_check.h"
+#include "core/event_timer.h"
 #include "core/knob.h"
 #include "persistent/tiling.h"
 #include "prnn/device.h"
@@ -112,6 +113,13 @@ PersistentKnobs PersistentKnobs::from_environment() {
   if (const auto passes = passes_knob("PRNN_PERSISTENT_GATED_MMA")) k.gated_mma = *passes;
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_INPUT_PROJECTION"))
     k.input_projection = *on ? 1 : 0;
+  if (const char* t = std::getenv("PRNN_PERSISTENT_EXCHANGE_PLACES"); t != nullptr && *t != '\0') {
+    const std::uint64_t n =
+        parse_knob("PRNN_PERSISTENT_EXCHANGE_PLACES", t, "a whole number of places from 1 to 64");
+    PRNN_EXPECT(n >= 1 && n <= 64, "PRNN_PERSISTENT_EXCHANGE_PLACES: expected {}, got '{}'",
+                "a whole number of places from 1 to 64", t);
+    k.exchange_places = static_cast<std::int32_t>(n);
+  }
   k.skinny_gemm = skinny_choice_from_environment();
   if (const char* t = std::getenv("PRNN_PERSISTENT_STALL"); t != nullptr && *t != '\0') {
     const std::string text = t, what = "<cta>:<step>:<milliseconds>";
@@ -229,7 +237,7 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
   }
   if (!gru_) carry_h_ = DeviceBuffer(f32_bytes(B_ * H_));
   lengths_ = DeviceBuffer(static_cast<std::size_t>(B_) * sizeof(std::int32_t));
-  y_ = DeviceBuffer(f32_bytes(LD * TBH));
+  y_ = DeviceBuffer(f32_bytes(L_ * (T_ + 2) * B_ * D_ * H_));  // layer_out: the outputs, slots
   std::int64_t residual_layers = 0;
   for (std::int64_t l = 0; l < L_; ++l)
     residual_slot_.push_back(desc.residual_at(l) && l < L_ - 1 ? residual_layers++ : -1);
@@ -256,14 +264,74 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
       fused_input_.push_back(
           persistent::wants_input_in_kernel(T_, knobs_.input_projection) &&
           persistent::fuses_input_projection(tiling_, desc.layer_input_size(l), act_, device));
-    exchange_ = DeviceBuffer(persistent::exchange_bytes(tiling_, B_));
-    PRNN_CUDA_CHECK(cudaMemset(exchange_.data(), 0, exchange_.bytes()));
-    const unsigned control[persistent::kControlWords] = {0, 1, 0, 0};  // epoch 1: tags never 0
-    control_ = DeviceBuffer(sizeof(control));
-    control_.copy_from_host(control, sizeof(control));
+    exchange_ =
+        DeviceBuffer(persistent::exchange_bytes(tiling_, B_) +
+                     static_cast<std::size_t>(knobs_.exchange_places - 1) * kExchangeSpacing);
+    control_ = DeviceBuffer(persistent::kControlWords * sizeof(unsigned));
     PRNN_CUDA_CHECK(cudaHostAlloc(&status_host_, sizeof(unsigned), cudaHostAllocMapped));
     *status_host_ = 0;
+    if (knobs_.exchange_places > 1 && knobs_.stall_cta < 0) place_exchange();
+    reset_exchange(nullptr);
+    PRNN_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   }
+}
+
+void GemmRnn::reset_exchange(cudaStream_t s) {
+  PRNN_CUDA_CHECK(cudaMemsetAsync(exchange_.data(), 0, exchange_.bytes(), s));
+  static const unsigned control[persistent::kControlWords] = {0, 1, 0, 0};  // epoch 1: tags never 0
+  PRNN_CUDA_CHECK(
+      cudaMemcpyAsync(control_.data(), control, sizeof(control), cudaMemcpyHostToDevice, s));
+}
+
+// Every CTA reads all of a step's records each step, and where they sit in L2 moves the step by
+// up to 13 % (bench/results/h200/ab/placement/). The exchange alone, placed at every 128 B of a
+// 2 MiB page, steps in 1.75–2.47 µs with no address bit worth more than 1 % of it
+// (ab/exchange_places/lab/), so no fixed offset is right everywhere. So the place is measured: a forward of layer 0 over its first steps, on
+// zero weights and inputs, at each of exchange_places offsets kExchangeSpacing bytes apart
+// (kExchangeRounds rounds, each offset's fastest kept), from a zeroed exchange each time. The
+// fastest offset is kept. It writes only the reserve's first layer (rewritten by every forward).
+// Not under the stall knob (a debug run's CTA would stall in every timed launch).
+void GemmRnn::place_exchange() {
+  const std::int64_t steps = std::min<std::int64_t>(T_, kExchangeSteps);
+  DeviceBuffer zeros(f32_bytes(GH_ * H_ + 2 * GH_));  // W_hh, b_ih, b_hh
+  PRNN_CUDA_CHECK(cudaMemsetAsync(zeros.data(), 0, zeros.bytes(), capture_));
+  PRNN_CUDA_CHECK(cudaMemsetAsync(pre(0, 0), 0, f32_bytes(steps * B_ * GH_), capture_));
+  if (lstm_ || gru_)
+    PRNN_CUDA_CHECK(cudaMemsetAsync(initial(0, 0), 0, f32_bytes(B_ * H_), capture_));
+  persistent::Params p;
+  p.t_first = 0;
+  p.t_step = 1;
+  p.w = zeros.data_as<const float>();
+  p.b_ih = p.w + GH_ * H_;
+  p.b_hh = p.b_ih + GH_;
+  p.pre = pre(0, 0);
+  p.out = layer_out(0);
+  p.out_stride = D_ * H_;
+  if (lstm_ || gru_) p.initial = initial(0, 0);
+  if (lstm_) p.cell = cell(0, 0);
+  if (gru_) p.pre_h = pre_h(0, 0);
+  std::vector<double> best(static_cast<std::size_t>(knobs_.exchange_places), 1e30);
+  EventTimer timer(capture_);
+  for (int round = 0; round < kExchangeRounds; ++round)
+    for (int place = 0; place < knobs_.exchange_places; ++place) {
+      exchange_offset_ = static_cast<std::size_t>(place) * kExchangeSpacing;
+      reset_exchange(capture_);
+      timer.start();
+      launch_persistent(persistent::Pass::Forward, p, capture_, steps);
+      timer.stop();
+      const double seconds = timer.seconds();
+      // A launch that timed out (CTAs not co-resident) leaves the status word set: stop there;
+      // the first call reports it.
+      if (*static_cast<volatile unsigned*>(status_host_) != 0) {
+        exchange_offset_ = 0;
+        return;
+      }
+      best[static_cast<std::size_t>(place)] =
+          std::min(best[static_cast<std::size_t>(place)], seconds);
+    }
+  exchange_offset_ =
+      static_cast<std::size_t>(std::min_element(best.begin(), best.end()) - best.begin()) *
+      kExchangeSpacing;
 }
 
 GemmRnn::~GemmRnn() {
@@ -296,12 +364,14 @@ void GemmRnn::throw_if_failed() {
       __FILE__, __LINE__);
 }
 
-void GemmRnn::launch_persistent(persistent::Pass pass, persistent::Params p, cudaStream_t s) {
+void GemmRnn::launch_persistent(persistent::Pass pass, persistent::Params p, cudaStream_t s,
+                                std::int64_t steps) {
   p.hidden = static_cast<std::int32_t>(H_);
   p.batch = static_cast<std::int32_t>(B_);
-  p.steps = static_cast<std::int32_t>(T_);
+  p.steps = static_cast<std::int32_t>(steps < 0 ? T_ : steps);
   p.act = act_;
-  p.exchange = static_cast<float4*>(exchange_.data());
+  p.exchange =
+      reinterpret_cast<float4*>(static_cast<std::byte*>(exchange_.data()) + exchange_offset_);
   p.control = control_.data_as<unsigned>();
   p.status_host = status_host_;
   p.timeout_ns = knobs_.timeout_ns;
@@ -646,7 +716,7 @@ void GemmRnn::enqueue_backward_weights(const BackwardWeightsArgs& a, cudaStream_
   for (std::int64_t l = 0; l < L_; ++l) {
     const std::int64_t I = desc_.layer_input_size(l);
     const float* in = layer_in(l, a.x);
-    const float* Y = layer_out(l);
+    float* Y = layer_out(l);
     for (int d = 0; d < D_; ++d) {
       const RnnParamOffsets& o = offsets(l, d);
       const float* dP = dpre(l, d);
@@ -655,18 +725,23 @@ void GemmRnn::enqueue_backward_weights(const BackwardWeightsArgs& a, cudaStream_
       gemm(h, true, false, GH_, I, TB, dP, GH_, in, I, 0.0f, a.dparams + o.w_ih, I,
            all_steps_math(desc_));
       // dW_hh = Σ_t dQ[t]ᵀ · h_{t-1}: the step at time t follows time t-1 (forward) or t+1
-      // (reverse), whose output is a row block of Y; the first step's h_{t-1} is h0.
+      // (reverse), whose output is a row block of Y; the first step's h_{t-1} is h0, which goes
+      // to its slot beside Y (layer_out) so that one GEMM takes every step.
       float beta = 0.0f;
-      if (T_ > 1) {
-        const float* dQ_rows = d == 0 ? dQ + BGH : dQ;                    // t = 1..T-1 | 0..T-2
-        const float* h_rows = (d == 0 ? Y : Y + B_ * DH) + d * H_;        // t = 0..T-2 | 1..T-1
-        gemm(h, true, false, GH_, H_, (T_ - 1) * B_, dQ_rows, GH_, h_rows, DH, 0.0f, dW_hh, H_,
+      if (a.h0 != nullptr) {
+        float* slot = (d == 0 ? Y - B_ * DH : Y + T_ * B_ * DH) + d * H_;
+        PRNN_CUDA_CHECK(cudaMemcpy2DAsync(slot, f32_bytes(DH), a.h0 + (l * D_ + d) * BH,
+                                          f32_bytes(H_), f32_bytes(H_), static_cast<size_t>(B_),
+                                          cudaMemcpyDeviceToDevice, stream));
+        const float* h_rows = (d == 0 ? Y - B_ * DH : Y + B_ * DH) + d * H_;  // t = -1..T-2 | 1..T
+        gemm(h, true, false, GH_, H_, T_ * B_, dQ, GH_, h_rows, DH, 0.0f, dW_hh, H_,
              all_steps_math(desc_));
         beta = 1.0f;
-      }
-      if (a.h0 != nullptr) {
-        gemm(h, true, false, GH_, H_, B_, dQ + time_of(d, 0) * BGH, GH_,
-             a.h0 + (l * D_ + d) * BH, H_, beta, dW_hh, H_);
+      } else if (T_ > 1) {
+        const float* dQ_rows = d == 0 ? dQ + BGH : dQ;              // t = 1..T-1 | 0..T-2
+        const float* h_rows = (d == 0 ? Y : Y + B_ * DH) + d * H_;  // t = 0..T-2 | 1..T-1
+        gemm(h, true, false, GH_, H_, (T_ - 1) * B_, dQ_rows, GH_, h_rows, DH, 0.0f, dW_hh, H_,
+             all_steps_math(desc_));
         beta = 1.0f;
       }
       if (beta == 0.0f)  // T = 1 without h0: h_{t-1} = 0

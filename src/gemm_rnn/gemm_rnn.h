@@ -192,6 +192,10 @@ struct PersistentKnobs {
   // before the launch: -1 as persistent::wants_input_in_kernel decides by T, 0 never, 1 always
   // (PRNN_PERSISTENT_INPUT_PROJECTION, for A/B runs).
   std::int32_t input_projection = -1;
+  // How many places of the exchange records GemmRnn times at construction, keeping the fastest
+  // (GemmRnn::place_exchange; PRNN_PERSISTENT_EXCHANGE_PLACES, 1..64; 1: the buffer's start,
+  // untimed, for A/B runs).
+  std::int32_t exchange_places = 16;
   // Which kernel the GEMMs of few rows take (PRNN_SKINNY_GEMM). A GEMM-per-step layer keeps
   // cuBLAS for every GEMM: it is the cuBLAS baseline.
   SkinnyChoice skinny_gemm = SkinnyChoice::Never;
@@ -251,8 +255,17 @@ class GemmRnn {
   void run_pass(CachedGraph& graph, const CachedGraph::Key& key, cudaStream_t stream,
                 const std::function<void(cudaStream_t)>& enqueue);
   void bind_blas(cudaStream_t s);
-  // The persistent launch of one layer direction (params filled but for the control fields).
-  void launch_persistent(persistent::Pass pass, persistent::Params p, cudaStream_t s);
+  // The persistent launch of one layer direction (params filled but for the control fields),
+  // over `steps` steps (-1: T).
+  void launch_persistent(persistent::Pass pass, persistent::Params p, cudaStream_t s,
+                         std::int64_t steps = -1);
+  // The exchange zeroed and the control words at epoch 1, on `s`.
+  void reset_exchange(cudaStream_t s);
+  // Picks exchange_offset_ (constructor; knobs_.exchange_places > 1, no stall knob).
+  void place_exchange();
+  static constexpr std::size_t kExchangeSpacing = 256;  // bytes between two places
+  static constexpr std::int64_t kExchangeSteps = 64;    // steps a place is timed over, at most
+  static constexpr int kExchangeRounds = 3;
 
   // Time of the s-th step processed by direction d: forward 0..T-1, reverse T-1..0.
   std::int64_t time_of(int d, std::int64_t s) const { return d == 0 ? s : T_ - 1 - s; }
@@ -274,7 +287,12 @@ class GemmRnn {
   float* initial(std::int64_t l, int d) const {  // LSTM c0 / GRU h0 (zeros when absent)
     return initial_.data_as<float>() + (l * D_ + d) * B_ * H_;
   }
-  float* layer_out(std::int64_t l) const { return y_.data_as<float>() + l * T_ * B_ * D_ * H_; }
+  // Layer l's outputs Y [T, B, D·H]. y_ holds each layer's between two slots of B·D·H floats,
+  // where backward_weights puts h0 so that dW_hh's GEMM reads h_{t-1} of every step as one
+  // operand (direction 0: the slot before t = 0; direction 1: the slot after t = T − 1).
+  float* layer_out(std::int64_t l) const {
+    return y_.data_as<float>() + (l * (T_ + 2) + 1) * B_ * D_ * H_;
+  }
   // What layer l reads [T, B, I_l]: x, or the output of layer l-1 (R[l-1] if residual, else Y).
   const float* layer_in(std::int64_t l, const float* x) const {
     if (l == 0) return x;
@@ -308,6 +326,7 @@ class GemmRnn {
   // the call's input is also 16-byte aligned; persistent::fuses_input_projection).
   std::vector<bool> fused_input_;
   DeviceBuffer exchange_, control_;
+  std::size_t exchange_offset_ = 0;  // where in exchange_ the records start (place_exchange)
   unsigned* status_host_ = nullptr;  // mapped pinned word the kernels report failures into
 };
 

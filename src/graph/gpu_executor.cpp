@@ -62,6 +62,7 @@
 
 #include "core/cublas.h"
 #include "core/cuda_check.h"
+#include "core/event_timer.h"
 #include "graph/gpu_kernels.h"
 #endif
 
@@ -174,39 +175,6 @@ struct Contribution {
   std::int64_t size;
   const float* src;
   std::uint8_t* flag;  // set to 1 with the add, or null
-};
-
-class EventPair {
- public:
-  EventPair() {
-    PRNN_CUDA_CHECK(cudaEventCreate(&start_));
-    PRNN_CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  ~EventPair() {
-    PRNN_CUDA_CHECK_NOTHROW(cudaEventDestroy(start_));
-    PRNN_CUDA_CHECK_NOTHROW(cudaEventDestroy(stop_));
-  }
-  EventPair(const EventPair&) = delete;
-  EventPair& operator=(const EventPair&) = delete;
-  void start() {
-    PRNN_CUDA_CHECK(cudaEventRecord(start_, kStream));
-    recorded_ = false;
-  }
-  void stop() {
-    PRNN_CUDA_CHECK(cudaEventRecord(stop_, kStream));
-    recorded_ = true;
-  }
-  double seconds() const {
-    if (!recorded_) return 0.0;
-    PRNN_CUDA_CHECK(cudaEventSynchronize(stop_));
-    float ms = 0.0f;
-    PRNN_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-    return 1e-3 * static_cast<double>(ms);
-  }
-
- private:
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-  bool recorded_ = false;
 };
 
 gpu::Pointwise pointwise_of(Op op) {
@@ -1359,7 +1327,7 @@ class Runner {
   std::vector<std::function<void()>> launches_;
   size_t issued_ = 0;  // GPU operations issued by the current forward or backward
   CublasHandle cublas_{GemmMath::Fp32, kStream};  // PEDANTIC: fp32, no TF32
-  EventPair fwd_events_, bwd_events_;
+  EventTimer fwd_events_{kStream}, bwd_events_{kStream};
 };
 
 void require_gpu(const char* who) {

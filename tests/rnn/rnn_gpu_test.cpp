@@ -764,7 +764,9 @@ TEST(RnnGpuSafety, MalformedKnobIsInvalidArgument) {
       {"PRNN_PERSISTENT_STALL", "1:x"},          {"PRNN_PERSISTENT_TENSOR_CORES", "2"},
       {"PRNN_PERSISTENT_TENSOR_CORES", "fwd"},   {"PRNN_PERSISTENT_FINISH_BARRIER", "yes"},
       {"PRNN_PERSISTENT_GRAPHS", "on"},          {"PRNN_PERSISTENT_WARP_ROWS", "true"},
-      {"PRNN_PERSISTENT_GATED_MMA", "backward"}, {"PRNN_PERSISTENT_INPUT_PROJECTION", "2"}};
+      {"PRNN_PERSISTENT_GATED_MMA", "backward"}, {"PRNN_PERSISTENT_INPUT_PROJECTION", "2"},
+      {"PRNN_PERSISTENT_EXCHANGE_PLACES", "0"},  {"PRNN_PERSISTENT_EXCHANGE_PLACES", "65"},
+      {"PRNN_PERSISTENT_EXCHANGE_PLACES", "x"}};
   for (const auto& [name, value] : knobs) {
     const EnvScope knob(name, value);
     try {
@@ -831,8 +833,9 @@ TEST(RnnGpuChoice, AutoPicksPersistentAndSaysWhy) {
     Rnn rnn(d, 5, 2, Device::cuda(0));
     EXPECT_EQ(rnn.algo(), RnnAlgo::Persistent);
     EXPECT_NE(rnn.reason().find("persistent"), std::string::npos) << rnn.reason();
-    // Reserve: pre-activations, their gradients and the outputs, [5, 2, 4] f32 each.
-    EXPECT_EQ(rnn.reserve_bytes(), 3u * 5 * 2 * 4 * sizeof(float));
+    // Reserve: pre-activations, their gradients and the outputs, [5, 2, 4] f32 each, and the
+    // outputs' two slots for h0 (GemmRnn::layer_out), [2, 4] each.
+    EXPECT_EQ(rnn.reserve_bytes(), (3u * 5 * 2 * 4 + 2 * 2 * 4) * sizeof(float));
     EXPECT_GT(rnn.workspace_bytes(), 0u);
   }
   // Beyond what the registers hold: Auto falls back to GemmPerStep and says why.
