@@ -286,16 +286,21 @@ void GemmRnn::reset_exchange(cudaStream_t s) {
 // Every CTA reads all of a step's records each step, and where they sit in L2 moves the step by
 // up to 13 % (bench/results/h200/ab/placement/). The exchange alone, placed at every 128 B of a
 // 2 MiB page, steps in 1.75–2.47 µs with no address bit worth more than 1 % of it
-// (ab/exchange_places/lab/), so no fixed offset is right everywhere. So the place is measured: a forward of layer 0 over its first steps, on
-// zero weights and inputs, at each of exchange_places offsets kExchangeSpacing bytes apart
-// (kExchangeRounds rounds, each offset's fastest kept), from a zeroed exchange each time. The
-// fastest offset is kept. It writes only the reserve's first layer (rewritten by every forward).
-// Not under the stall knob (a debug run's CTA would stall in every timed launch).
+// (ab/exchange_places/lab/), so no fixed offset is right everywhere. So the place is measured:
+// a forward of layer 0 on zero weights and inputs, at each of exchange_places offsets
+// kExchangeSpacing bytes apart (kExchangeRounds rounds, each offset's fastest kept), from a
+// zeroed exchange each time; the fastest offset is kept. A first launch at the buffer's start
+// (which also warms the weights' and the code's caches) gives the step's length, and the timed
+// launches then take as many steps, from kExchangeMinSteps to kExchangeSteps (and T at most), as
+// keep all of them within about kExchangeBudgetSeconds: a layer of long steps, whose step the
+// exchange's place moves least, is not held up for long. It writes only the reserve's first
+// layer (rewritten by every forward). Not under the stall knob (a debug run's CTA would stall in
+// every timed launch).
 void GemmRnn::place_exchange() {
-  const std::int64_t steps = std::min<std::int64_t>(T_, kExchangeSteps);
+  const std::int64_t most = std::min<std::int64_t>(T_, kExchangeSteps);
   DeviceBuffer zeros(f32_bytes(GH_ * H_ + 2 * GH_));  // W_hh, b_ih, b_hh
   PRNN_CUDA_CHECK(cudaMemsetAsync(zeros.data(), 0, zeros.bytes(), capture_));
-  PRNN_CUDA_CHECK(cudaMemsetAsync(pre(0, 0), 0, f32_bytes(steps * B_ * GH_), capture_));
+  PRNN_CUDA_CHECK(cudaMemsetAsync(pre(0, 0), 0, f32_bytes(most * B_ * GH_), capture_));
   if (lstm_ || gru_)
     PRNN_CUDA_CHECK(cudaMemsetAsync(initial(0, 0), 0, f32_bytes(B_ * H_), capture_));
   persistent::Params p;
@@ -310,24 +315,39 @@ void GemmRnn::place_exchange() {
   if (lstm_ || gru_) p.initial = initial(0, 0);
   if (lstm_) p.cell = cell(0, 0);
   if (gru_) p.pre_h = pre_h(0, 0);
-  std::vector<double> best(static_cast<std::size_t>(knobs_.exchange_places), 1e30);
   EventTimer timer(capture_);
+  // One launch of `steps` steps at `place`; its seconds, or nothing if it timed out (CTAs not
+  // co-resident: the status word stays set and the first call reports it).
+  auto time_place = [&](int place, std::int64_t steps) -> std::optional<double> {
+    exchange_offset_ = static_cast<std::size_t>(place) * kExchangeSpacing;
+    reset_exchange(capture_);
+    timer.start();
+    launch_persistent(persistent::Pass::Forward, p, capture_, steps);
+    timer.stop();
+    const double seconds = timer.seconds();
+    if (*static_cast<volatile unsigned*>(status_host_) != 0) return std::nullopt;
+    return seconds;
+  };
+  const std::optional<double> first = time_place(0, most);
+  if (!first) {
+    exchange_offset_ = 0;
+    return;
+  }
+  const double launches = static_cast<double>(kExchangeRounds * knobs_.exchange_places);
+  const double step_seconds = std::max(*first / static_cast<double>(most), 1e-9);
+  const auto fitting =
+      static_cast<std::int64_t>(kExchangeBudgetSeconds / (launches * step_seconds));
+  const std::int64_t steps = std::min(most, std::max(kExchangeMinSteps, fitting));
+  std::vector<double> best(static_cast<std::size_t>(knobs_.exchange_places), 1e30);
   for (int round = 0; round < kExchangeRounds; ++round)
     for (int place = 0; place < knobs_.exchange_places; ++place) {
-      exchange_offset_ = static_cast<std::size_t>(place) * kExchangeSpacing;
-      reset_exchange(capture_);
-      timer.start();
-      launch_persistent(persistent::Pass::Forward, p, capture_, steps);
-      timer.stop();
-      const double seconds = timer.seconds();
-      // A launch that timed out (CTAs not co-resident) leaves the status word set: stop there;
-      // the first call reports it.
-      if (*static_cast<volatile unsigned*>(status_host_) != 0) {
+      const std::optional<double> seconds = time_place(place, steps);
+      if (!seconds) {
         exchange_offset_ = 0;
         return;
       }
-      best[static_cast<std::size_t>(place)] =
-          std::min(best[static_cast<std::size_t>(place)], seconds);
+      double& b = best[static_cast<std::size_t>(place)];
+      b = std::min(b, *seconds);
     }
   exchange_offset_ =
       static_cast<std::size_t>(std::min_element(best.begin(), best.end()) - best.begin()) *

@@ -265,7 +265,9 @@ class GemmRnn {
   void place_exchange();
   static constexpr std::size_t kExchangeSpacing = 256;  // bytes between two places
   static constexpr std::int64_t kExchangeSteps = 64;    // steps a place is timed over, at most
+  static constexpr std::int64_t kExchangeMinSteps = 8;  // ... and at least (T permitting)
   static constexpr int kExchangeRounds = 3;
+  static constexpr double kExchangeBudgetSeconds = 8e-3;  // GPU time of all timed launches
 
   // Time of the s-th step processed by direction d: forward 0..T-1, reverse T-1..0.
   std::int64_t time_of(int d, std::int64_t s) const { return d == 0 ? s : T_ - 1 - s; }
