@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,15 +64,21 @@ std::string can_implement(const RnnDesc& desc, std::int64_t steps, std::int64_t 
 
 namespace {
 
-std::uint64_t parse_knob(const char* name, const std::string& text, const std::string& what) {
-  std::size_t used = 0;
+// A whole number of at most `most`: decimal digits only (no sign, no spaces), else an
+// InvalidArgument naming the knob, what it expects and what it got.
+std::uint64_t parse_knob(const char* name, const std::string& text, const std::string& what,
+                         std::uint64_t most = std::numeric_limits<std::uint64_t>::max()) {
+  bool digits = !text.empty();
+  for (const char c : text) digits = digits && c >= '0' && c <= '9';
   unsigned long long v = 0;
-  try {
-    v = std::stoull(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
+  if (digits) {
+    try {
+      v = std::stoull(text);
+    } catch (const std::out_of_range&) {
+      digits = false;
+    }
   }
-  PRNN_EXPECT(used == text.size() && used > 0, "{}: expected {}, got '{}'", name, what, text);
+  PRNN_EXPECT(digits && v <= most, "{}: expected {}, got '{}'", name, what, text);
   return v;
 }
 
@@ -103,7 +110,8 @@ std::optional<persistent::TensorCores> passes_knob(const char* name) {
 PersistentKnobs PersistentKnobs::from_environment() {
   PersistentKnobs k;
   if (const char* t = std::getenv("PRNN_PERSISTENT_TIMEOUT_MS"); t != nullptr && *t != '\0')
-    k.timeout_ns = parse_knob("PRNN_PERSISTENT_TIMEOUT_MS", t, "a whole number of milliseconds") *
+    k.timeout_ns = parse_knob("PRNN_PERSISTENT_TIMEOUT_MS", t, "a whole number of milliseconds",
+                              std::numeric_limits<std::uint64_t>::max() / 1'000'000ull) *
                    1'000'000ull;
   if (const auto passes = passes_knob("PRNN_PERSISTENT_TENSOR_CORES")) k.tensor_cores = *passes;
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_FINISH_BARRIER"))
@@ -114,10 +122,9 @@ PersistentKnobs PersistentKnobs::from_environment() {
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_INPUT_PROJECTION"))
     k.input_projection = *on ? 1 : 0;
   if (const char* t = std::getenv("PRNN_PERSISTENT_EXCHANGE_PLACES"); t != nullptr && *t != '\0') {
-    const std::uint64_t n =
-        parse_knob("PRNN_PERSISTENT_EXCHANGE_PLACES", t, "a whole number of places from 1 to 64");
-    PRNN_EXPECT(n >= 1 && n <= 64, "PRNN_PERSISTENT_EXCHANGE_PLACES: expected {}, got '{}'",
-                "a whole number of places from 1 to 64", t);
+    const char* what = "a whole number of places from 1 to 64";
+    const std::uint64_t n = parse_knob("PRNN_PERSISTENT_EXCHANGE_PLACES", t, what, 64);
+    PRNN_EXPECT(n >= 1, "PRNN_PERSISTENT_EXCHANGE_PLACES: expected {}, got '{}'", what, t);
     k.exchange_places = static_cast<std::int32_t>(n);
   }
   k.skinny_gemm = skinny_choice_from_environment();
@@ -125,11 +132,14 @@ PersistentKnobs PersistentKnobs::from_environment() {
     const std::string text = t, what = "<cta>:<step>:<milliseconds>";
     const std::size_t a = text.find(':'), b = a == std::string::npos ? a : text.find(':', a + 1);
     PRNN_EXPECT(b != std::string::npos, "PRNN_PERSISTENT_STALL: expected {}, got '{}'", what, text);
+    constexpr std::uint64_t kMostInt = std::numeric_limits<std::int32_t>::max();
     k.stall_cta = static_cast<std::int32_t>(
-        parse_knob("PRNN_PERSISTENT_STALL", text.substr(0, a), what));
+        parse_knob("PRNN_PERSISTENT_STALL", text.substr(0, a), what, kMostInt));
     k.stall_step = static_cast<std::int32_t>(
-        parse_knob("PRNN_PERSISTENT_STALL", text.substr(a + 1, b - a - 1), what));
-    k.stall_ns = parse_knob("PRNN_PERSISTENT_STALL", text.substr(b + 1), what) * 1'000'000ull;
+        parse_knob("PRNN_PERSISTENT_STALL", text.substr(a + 1, b - a - 1), what, kMostInt));
+    k.stall_ns = parse_knob("PRNN_PERSISTENT_STALL", text.substr(b + 1), what,
+                            std::numeric_limits<std::uint64_t>::max() / 1'000'000ull) *
+                 1'000'000ull;
   }
   return k;
 }

@@ -54,12 +54,14 @@
 #include "prnn/error.h"
 #include "prnn/rnn.h"
 #include "rnn/rnn_case.h"
+#include "support/env.h"
 #include "support/random.h"
 #include "support/selection.h"
 
 namespace prnn {
 namespace {
 
+using test::EnvScope;
 using test::RnnCase;
 using test::RnnData;
 
@@ -505,15 +507,6 @@ void run_all(Rnn& rnn, const RnnCase& c, const Inputs& in, Outputs& o) {
                     o.dx.view(xs), o.dh0.view(ss), o.dc0.view(ss));
   rnn.backward_weights(in.x.view(xs), in.h0.view(ss), in.c0.view(ss), o.dparams.view(ps));
 }
-
-// Sets an environment variable for a scope, then unsets it.
-struct EnvScope {
-  const char* name;
-  EnvScope(const char* n, const char* value) : name(n) { EXPECT_EQ(setenv(n, value, 1), 0); }
-  ~EnvScope() { unsetenv(name); }
-  EnvScope(const EnvScope&) = delete;
-  EnvScope& operator=(const EnvScope&) = delete;
-};
 
 class RnnGpu : public ::testing::TestWithParam<GpuCase> {};
 
