@@ -8,11 +8,13 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
+#include <optional>
+#include <string>
 
 #include "prnn/device.h"
 #include "prnn/error.h"
 #include "scan/scan_case.h"
+#include "support/env.h"
 
 namespace prnn {
 namespace {
@@ -93,11 +95,12 @@ TEST_P(ScanGpu, MatchesReference) {
   const Shape seq = sc.desc.sequence_shape(), st = sc.desc.state_shape();
   const Device dev = Device::cuda(0);
 
-  if (g.force_staged) setenv("PRNN_SCAN_STAGED", "1", 1);
-  if (g.force_packed) setenv("PRNN_SCAN_PACKED16", "1", 1);
-  LinearScan scan(sc.desc, g.algo);
-  unsetenv("PRNN_SCAN_STAGED");
-  unsetenv("PRNN_SCAN_PACKED16");
+  LinearScan scan = [&] {  // the knobs set while the scan is built (it reads them then)
+    std::optional<test::EnvScope> staged, packed;
+    if (g.force_staged) staged.emplace("PRNN_SCAN_STAGED", "1");
+    if (g.force_packed) packed.emplace("PRNN_SCAN_PACKED16", "1");
+    return LinearScan(sc.desc, g.algo);
+  }();
   ASSERT_EQ(scan.algo(), g.algo);
   const int mis = g.misalign;
   DevTensor a = upload(s.a, g.dtype, mis), x = upload(s.x, g.dtype, mis);
@@ -269,7 +272,7 @@ TEST(ScanGpuErrors, MalformedStagedKnobIsRejected) {
   ASSERT_GT(device_count(), 0) << "no GPU: " << no_device_reason();
   const ScanDesc d{4096, 1, 64, ScanLayout::TimeMajor, ScanDirection::Forward, DType::BF16,
                    Device::cuda(0)};
-  setenv("PRNN_SCAN_STAGED", "yes", 1);
+  const test::EnvScope knob("PRNN_SCAN_STAGED", "yes");
   try {
     LinearScan scan(d, ScanAlgo::Parallel);
     ADD_FAILURE() << "PRNN_SCAN_STAGED=yes was accepted";
@@ -278,7 +281,6 @@ TEST(ScanGpuErrors, MalformedStagedKnobIsRejected) {
               std::string::npos)
         << e.what();
   }
-  unsetenv("PRNN_SCAN_STAGED");
 }
 
 }  // namespace
