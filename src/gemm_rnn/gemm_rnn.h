@@ -137,7 +137,8 @@ struct BackwardWeightsArgs {
 enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 
 // Debug and safety settings of the persistent kernels (defaults: a 2 s bound on every wait, no
-// stall, tensor cores on). Read from the environment by the constructor:
+// stall, tensor cores on). Read from the environment by the constructor; a malformed value
+// (a whole number: decimal digits within the field's range) is an InvalidArgument naming it:
 //   PRNN_PERSISTENT_TIMEOUT_MS=<ms>            bound on one wait
 //   PRNN_PERSISTENT_STALL=<cta>:<step>:<ms>    CTA <cta> sleeps <ms> before step <step>
 //   PRNN_PERSISTENT_TENSOR_CORES=0|1|forward   the 16-bit GRU/LSTM passes on tensor cores
@@ -164,6 +165,9 @@ enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 //   PRNN_PERSISTENT_INPUT_PROJECTION=0|1       where the warp-rows forward can compute W_ih x
 //                                              itself: unset, for T <= 4 (tiling.h); 0 never
 //                                              (the input GEMM), 1 at every T; for A/B runs
+//   PRNN_PERSISTENT_EXCHANGE_PLACES=<n>        1..64 places of the exchange timed when the
+//                                              layer is built, the fastest kept (default 16;
+//                                              1: the buffer's start, untimed; for A/B runs)
 //   PRNN_SKINNY_GEMM=0|1                       the GEMMs of few rows (the input projection and
 //                                              d(in) of a short call, dh0): unset, the skinny
 //                                              kernel where skinny_auto_takes says
