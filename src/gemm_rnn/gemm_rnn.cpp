@@ -127,6 +127,13 @@ PersistentKnobs PersistentKnobs::from_environment() {
     PRNN_EXPECT(n >= 1, "PRNN_PERSISTENT_EXCHANGE_PLACES: expected {}, got '{}'", what, t);
     k.exchange_places = static_cast<std::int32_t>(n);
   }
+  if (const char* t = std::getenv("PRNN_PERSISTENT_EXCHANGE_SPACING"); t != nullptr && *t != '\0') {
+    const char* what = "a whole number of bytes, a multiple of 128 from 128 to 1048576";
+    const std::uint64_t n = parse_knob("PRNN_PERSISTENT_EXCHANGE_SPACING", t, what, 1u << 20);
+    PRNN_EXPECT(n >= 128 && n % 128 == 0, "PRNN_PERSISTENT_EXCHANGE_SPACING: expected {}, got '{}'",
+                what, t);
+    k.exchange_spacing = static_cast<std::int32_t>(n);
+  }
   k.skinny_gemm = skinny_choice_from_environment();
   if (const char* t = std::getenv("PRNN_PERSISTENT_STALL"); t != nullptr && *t != '\0') {
     const std::string text = t, what = "<cta>:<step>:<milliseconds>";
@@ -274,9 +281,9 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
       fused_input_.push_back(
           persistent::wants_input_in_kernel(T_, knobs_.input_projection) &&
           persistent::fuses_input_projection(tiling_, desc.layer_input_size(l), act_, device));
-    exchange_ =
-        DeviceBuffer(persistent::exchange_bytes(tiling_, B_) +
-                     static_cast<std::size_t>(knobs_.exchange_places - 1) * kExchangeSpacing);
+    exchange_ = DeviceBuffer(persistent::exchange_bytes(tiling_, B_) +
+                             static_cast<std::size_t>(knobs_.exchange_places - 1) *
+                                 static_cast<std::size_t>(knobs_.exchange_spacing));
     control_ = DeviceBuffer(persistent::kControlWords * sizeof(unsigned));
     PRNN_CUDA_CHECK(cudaHostAlloc(&status_host_, sizeof(unsigned), cudaHostAllocMapped));
     *status_host_ = 0;
@@ -287,7 +294,8 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
 }
 
 void GemmRnn::reset_exchange(cudaStream_t s) {
-  PRNN_CUDA_CHECK(cudaMemsetAsync(exchange_.data(), 0, exchange_.bytes(), s));
+  PRNN_CUDA_CHECK(cudaMemsetAsync(static_cast<std::byte*>(exchange_.data()) + exchange_offset_, 0,
+                                  persistent::exchange_bytes(tiling_, B_), s));
   static const unsigned control[persistent::kControlWords] = {0, 1, 0, 0};  // epoch 1: tags never 0
   PRNN_CUDA_CHECK(
       cudaMemcpyAsync(control_.data(), control, sizeof(control), cudaMemcpyHostToDevice, s));
@@ -298,14 +306,16 @@ void GemmRnn::reset_exchange(cudaStream_t s) {
 // 2 MiB page, steps in 1.75–2.47 µs with no address bit worth more than 1 % of it
 // (ab/exchange_places/lab/), so no fixed offset is right everywhere. So the place is measured:
 // a forward of layer 0 on zero weights and inputs, at each of exchange_places offsets
-// kExchangeSpacing bytes apart (kExchangeRounds rounds, each offset's fastest kept), from a
-// zeroed exchange each time; the fastest offset is kept. A first launch at the buffer's start
-// (which also warms the weights' and the code's caches) gives the step's length, and the timed
-// launches then take as many steps, from kExchangeMinSteps to kExchangeSteps (and T at most), as
-// keep all of them within about kExchangeBudgetSeconds: a layer of long steps, whose step the
-// exchange's place moves least, is not held up for long. It writes only the reserve's first
-// layer (rewritten by every forward). Not under the stall knob (a debug run's CTA would stall in
-// every timed launch).
+// exchange_spacing bytes apart (kExchangeRounds rounds, each offset's fastest kept), from a
+// zeroed exchange each time; the fastest offset is kept. (The lab's step varies in bands several
+// KiB wide, ab/exchange_places/lab/exchange_place.png, so 16 places 256 B apart may all sit in
+// one band; PRNN_PERSISTENT_EXCHANGE_SPACING is there to measure wider spacings.) A first launch at
+// the buffer's start (which also warms the weights' and the code's caches) gives the step's length,
+// and the timed launches then take as many steps, from kExchangeMinSteps to kExchangeSteps (and T
+// at most), as keep all of them within about kExchangeBudgetSeconds: a layer of long steps, whose
+// step the exchange's place moves least, is not held up for long. It writes only the reserve's
+// first layer (rewritten by every forward). Not under the stall knob (a debug run's CTA would stall
+// in every timed launch).
 void GemmRnn::place_exchange() {
   const std::int64_t most = std::min<std::int64_t>(T_, kExchangeSteps);
   DeviceBuffer zeros(f32_bytes(GH_ * H_ + 2 * GH_));  // W_hh, b_ih, b_hh
@@ -329,7 +339,8 @@ void GemmRnn::place_exchange() {
   // One launch of `steps` steps at `place`; its seconds, or nothing if it timed out (CTAs not
   // co-resident: the status word stays set and the first call reports it).
   auto time_place = [&](int place, std::int64_t steps) -> std::optional<double> {
-    exchange_offset_ = static_cast<std::size_t>(place) * kExchangeSpacing;
+    exchange_offset_ =
+        static_cast<std::size_t>(place) * static_cast<std::size_t>(knobs_.exchange_spacing);
     reset_exchange(capture_);
     timer.start();
     launch_persistent(persistent::Pass::Forward, p, capture_, steps);
@@ -361,7 +372,7 @@ void GemmRnn::place_exchange() {
     }
   exchange_offset_ =
       static_cast<std::size_t>(std::min_element(best.begin(), best.end()) - best.begin()) *
-      kExchangeSpacing;
+      static_cast<std::size_t>(knobs_.exchange_spacing);
 }
 
 GemmRnn::~GemmRnn() {

@@ -168,6 +168,8 @@ enum class Recurrence : std::uint8_t { PerStepGemm, Persistent };
 //   PRNN_PERSISTENT_EXCHANGE_PLACES=<n>        1..64 places of the exchange timed when the
 //                                              layer is built, the fastest kept (default 16;
 //                                              1: the buffer's start, untimed; for A/B runs)
+//   PRNN_PERSISTENT_EXCHANGE_SPACING=<bytes>   bytes between two of those places: a multiple
+//                                              of 128 up to 1 MiB (default 256; for A/B runs)
 //   PRNN_SKINNY_GEMM=0|1                       the GEMMs of few rows (the input projection and
 //                                              d(in) of a short call, dh0): unset, the skinny
 //                                              kernel where skinny_auto_takes says
@@ -200,6 +202,9 @@ struct PersistentKnobs {
   // (GemmRnn::place_exchange; PRNN_PERSISTENT_EXCHANGE_PLACES, 1..64; 1: the buffer's start,
   // untimed, for A/B runs).
   std::int32_t exchange_places = 16;
+  // Bytes between two of those places (PRNN_PERSISTENT_EXCHANGE_SPACING, a multiple of 128 up
+  // to 1 MiB, for A/B runs).
+  std::int32_t exchange_spacing = 256;
   // Which kernel the GEMMs of few rows take (PRNN_SKINNY_GEMM). A GEMM-per-step layer keeps
   // cuBLAS for every GEMM: it is the cuBLAS baseline.
   SkinnyChoice skinny_gemm = SkinnyChoice::Never;
@@ -263,11 +268,10 @@ class GemmRnn {
   // over `steps` steps (-1: T).
   void launch_persistent(persistent::Pass pass, persistent::Params p, cudaStream_t s,
                          std::int64_t steps = -1);
-  // The exchange zeroed and the control words at epoch 1, on `s`.
+  // The exchange at exchange_offset_ zeroed and the control words at epoch 1, on `s`.
   void reset_exchange(cudaStream_t s);
   // Picks exchange_offset_ (constructor; knobs_.exchange_places > 1, no stall knob).
   void place_exchange();
-  static constexpr std::size_t kExchangeSpacing = 256;  // bytes between two places
   static constexpr std::int64_t kExchangeSteps = 64;    // steps a place is timed over, at most
   static constexpr std::int64_t kExchangeMinSteps = 8;  // ... and at least (T permitting)
   static constexpr int kExchangeRounds = 3;

@@ -25,6 +25,7 @@ TEST(PersistentKnobs, UnsetAreTheDefaults) {
   EXPECT_EQ(k.finish_barrier, -1);
   EXPECT_EQ(k.input_projection, -1);
   EXPECT_EQ(k.exchange_places, 16);
+  EXPECT_EQ(k.exchange_spacing, 256);
   EXPECT_EQ(k.stall_cta, -1);
   EXPECT_TRUE(k.graphs);
   EXPECT_TRUE(k.warp_rows);
@@ -41,6 +42,7 @@ TEST(PersistentKnobs, ValuesSetTheirFields) {
     const EnvScope g("PRNN_PERSISTENT_GRAPHS", "0");
     const EnvScope h("PRNN_PERSISTENT_WARP_ROWS", "0");
     const EnvScope i("PRNN_PERSISTENT_STALL", "7:3:20");
+    const EnvScope j("PRNN_PERSISTENT_EXCHANGE_SPACING", "4096");
     const PersistentKnobs k = PersistentKnobs::from_environment();
     EXPECT_EQ(k.timeout_ns, 250'000'000ull);
     EXPECT_EQ(k.tensor_cores, TensorCores::Forward);
@@ -48,6 +50,7 @@ TEST(PersistentKnobs, ValuesSetTheirFields) {
     EXPECT_EQ(k.finish_barrier, 1);
     EXPECT_EQ(k.input_projection, 0);
     EXPECT_EQ(k.exchange_places, 1);
+    EXPECT_EQ(k.exchange_spacing, 4096);
     EXPECT_FALSE(k.graphs);
     EXPECT_FALSE(k.warp_rows);
     EXPECT_EQ(k.stall_cta, 7);
@@ -55,7 +58,9 @@ TEST(PersistentKnobs, ValuesSetTheirFields) {
     EXPECT_EQ(k.stall_ns, 20'000'000ull);
   }
   const EnvScope places("PRNN_PERSISTENT_EXCHANGE_PLACES", "64");
+  const EnvScope spacing("PRNN_PERSISTENT_EXCHANGE_SPACING", "1048576");
   EXPECT_EQ(PersistentKnobs::from_environment().exchange_places, 64);
+  EXPECT_EQ(PersistentKnobs::from_environment().exchange_spacing, 1 << 20);
 }
 
 // An empty value is the same as unset.
@@ -90,7 +95,11 @@ TEST(PersistentKnobs, MalformedIsInvalidArgumentNamingIt) {
       {"PRNN_PERSISTENT_TIMEOUT_MS", "99999999999999999999"},
       {"PRNN_PERSISTENT_TIMEOUT_MS", "18446744073710"},
       {"PRNN_PERSISTENT_STALL", "-1:0:5"},
-      {"PRNN_PERSISTENT_STALL", "0:4294967296:5"}};
+      {"PRNN_PERSISTENT_STALL", "0:4294967296:5"},
+      {"PRNN_PERSISTENT_EXCHANGE_SPACING", "0"},
+      {"PRNN_PERSISTENT_EXCHANGE_SPACING", "100"},
+      {"PRNN_PERSISTENT_EXCHANGE_SPACING", "1048704"},
+      {"PRNN_PERSISTENT_EXCHANGE_SPACING", "4k"}};
   for (const auto& [name, value] : knobs) {
     const EnvScope knob(name, value);
     try {
