@@ -294,8 +294,7 @@ GemmRnn::GemmRnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, in
 }
 
 void GemmRnn::reset_exchange(cudaStream_t s) {
-  PRNN_CUDA_CHECK(cudaMemsetAsync(static_cast<std::byte*>(exchange_.data()) + exchange_offset_, 0,
-                                  persistent::exchange_bytes(tiling_, B_), s));
+  PRNN_CUDA_CHECK(cudaMemsetAsync(exchange_.data(), 0, exchange_.bytes(), s));
   static const unsigned control[persistent::kControlWords] = {0, 1, 0, 0};  // epoch 1: tags never 0
   PRNN_CUDA_CHECK(
       cudaMemcpyAsync(control_.data(), control, sizeof(control), cudaMemcpyHostToDevice, s));

@@ -268,7 +268,7 @@ class GemmRnn {
   // over `steps` steps (-1: T).
   void launch_persistent(persistent::Pass pass, persistent::Params p, cudaStream_t s,
                          std::int64_t steps = -1);
-  // The exchange at exchange_offset_ zeroed and the control words at epoch 1, on `s`.
+  // The exchange zeroed and the control words at epoch 1, on `s`.
   void reset_exchange(cudaStream_t s);
   // Picks exchange_offset_ (constructor; knobs_.exchange_places > 1, no stall knob).
   void place_exchange();
