@@ -4,6 +4,11 @@ exchange_place_lab.sh): one panel per CSV given, ns/step against the byte offset
 (pages after the first shifted by their index · 2 MiB), with the median and the fastest 16
 places 256 B apart from the page's start that GemmRnn::place_exchange would time.
 
+For a file of one page it also prints what GemmRnn::place_exchange's choice would be worth at
+other spacings, as if the buffer could start at any of the file's offsets: for N places S bytes
+apart, the mean over starts of the fastest of the N, and the slowest such fastest (each place
+measured once in the lab, so the fastest of more places also gains from noise).
+
   bench/persistent/plot_exchange_place.py OUT.png FILE.csv...
 """
 import csv
@@ -32,6 +37,27 @@ def read(path):
     return header, rows
 
 
+def print_spacings(path, rows):
+    t = dict(rows)
+    if any(a >= (2 << 20) for a in t):
+        return
+    span = max(t) + 128
+    med = statistics.median(t.values())
+    print(f"{path}: median {med:.0f} ns/step, fastest {min(t.values()):.0f}")
+    for spacing in (128, 256, 1024, 2048, 4096, 8192, 16384):
+        for n in (16, 32):
+            if (n - 1) * spacing >= span:
+                continue
+            bests = [min(t[b + i * spacing] for i in range(n))
+                     for b in range(0, span - (n - 1) * spacing, 128)
+                     if all(b + i * spacing in t for i in range(n))]
+            if bests:
+                mean = statistics.mean(bests)
+                print(f"  {n:2d} places {spacing:5d} B apart: fastest {mean:.0f} on average "
+                      f"({100 * (mean / med - 1):+.1f} % against the median), {max(bests):.0f} "
+                      "at worst")
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -41,6 +67,7 @@ def main():
         header, rows = read(path)
         if not rows:
             sys.exit(f"{path}: no rows without errors")
+        print_spacings(path, rows)
         x = [a / 1024 for a, _ in rows]
         y = [t for _, t in rows]
         ax.plot(x, y, ".", markersize=1.5, color="tab:blue")
