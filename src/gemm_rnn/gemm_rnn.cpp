@@ -64,10 +64,12 @@ std::string can_implement(const RnnDesc& desc, std::int64_t steps, std::int64_t 
 
 namespace {
 
-// A whole number of at most `most`: decimal digits only (no sign, no spaces), else an
+constexpr std::uint64_t kMostKnob = std::numeric_limits<std::uint64_t>::max();
+
+// A whole number from `least` to `most`: decimal digits only (no sign, no spaces), else an
 // InvalidArgument naming the knob, what it expects and what it got.
 std::uint64_t parse_knob(const char* name, const std::string& text, const std::string& what,
-                         std::uint64_t most = std::numeric_limits<std::uint64_t>::max()) {
+                         std::uint64_t least = 0, std::uint64_t most = kMostKnob) {
   bool digits = !text.empty();
   for (const char c : text) digits = digits && c >= '0' && c <= '9';
   unsigned long long v = 0;
@@ -78,8 +80,16 @@ std::uint64_t parse_knob(const char* name, const std::string& text, const std::s
       digits = false;
     }
   }
-  PRNN_EXPECT(digits && v <= most, "{}: expected {}, got '{}'", name, what, text);
+  PRNN_EXPECT(digits && v >= least && v <= most, "{}: expected {}, got '{}'", name, what, text);
   return v;
+}
+
+// The knob `name` as parse_knob reads it; unset or empty: nullopt.
+std::optional<std::uint64_t> number_knob(const char* name, const std::string& what,
+                                         std::uint64_t least = 0, std::uint64_t most = kMostKnob) {
+  const char* t = std::getenv(name);
+  if (t == nullptr || *t == '\0') return std::nullopt;
+  return parse_knob(name, t, what, least, most);
 }
 
 // The persistent kernels' tiling of a layer of `desc` at `batch` on `device` under `knobs`: the
@@ -109,10 +119,9 @@ std::optional<persistent::TensorCores> passes_knob(const char* name) {
 
 PersistentKnobs PersistentKnobs::from_environment() {
   PersistentKnobs k;
-  if (const char* t = std::getenv("PRNN_PERSISTENT_TIMEOUT_MS"); t != nullptr && *t != '\0')
-    k.timeout_ns = parse_knob("PRNN_PERSISTENT_TIMEOUT_MS", t, "a whole number of milliseconds",
-                              std::numeric_limits<std::uint64_t>::max() / 1'000'000ull) *
-                   1'000'000ull;
+  if (const auto ms = number_knob("PRNN_PERSISTENT_TIMEOUT_MS", "a whole number of milliseconds", 0,
+                                  kMostKnob / 1'000'000ull))
+    k.timeout_ns = *ms * 1'000'000ull;
   if (const auto passes = passes_knob("PRNN_PERSISTENT_TENSOR_CORES")) k.tensor_cores = *passes;
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_FINISH_BARRIER"))
     k.finish_barrier = *on ? 1 : 0;
@@ -121,18 +130,14 @@ PersistentKnobs PersistentKnobs::from_environment() {
   if (const auto passes = passes_knob("PRNN_PERSISTENT_GATED_MMA")) k.gated_mma = *passes;
   if (const std::optional<bool> on = switch_knob("PRNN_PERSISTENT_INPUT_PROJECTION"))
     k.input_projection = *on ? 1 : 0;
-  if (const char* t = std::getenv("PRNN_PERSISTENT_EXCHANGE_PLACES"); t != nullptr && *t != '\0') {
-    const char* what = "a whole number of places from 1 to 64";
-    const std::uint64_t n = parse_knob("PRNN_PERSISTENT_EXCHANGE_PLACES", t, what, 64);
-    PRNN_EXPECT(n >= 1, "PRNN_PERSISTENT_EXCHANGE_PLACES: expected {}, got '{}'", what, t);
-    k.exchange_places = static_cast<std::int32_t>(n);
-  }
-  if (const char* t = std::getenv("PRNN_PERSISTENT_EXCHANGE_SPACING"); t != nullptr && *t != '\0') {
-    const char* what = "a whole number of bytes, a multiple of 128 from 128 to 1048576";
-    const std::uint64_t n = parse_knob("PRNN_PERSISTENT_EXCHANGE_SPACING", t, what, 1u << 20);
-    PRNN_EXPECT(n >= 128 && n % 128 == 0, "PRNN_PERSISTENT_EXCHANGE_SPACING: expected {}, got '{}'",
-                what, t);
-    k.exchange_spacing = static_cast<std::int32_t>(n);
+  if (const auto n = number_knob("PRNN_PERSISTENT_EXCHANGE_PLACES",
+                                 "a whole number of places from 1 to 64", 1, 64))
+    k.exchange_places = static_cast<std::int32_t>(*n);
+  if (const auto n = number_knob("PRNN_PERSISTENT_EXCHANGE_SPACING",
+                                 "a whole number of bytes from 128 to 1048576", 128, 1u << 20)) {
+    PRNN_EXPECT(*n % 128 == 0,
+                "PRNN_PERSISTENT_EXCHANGE_SPACING: expected a multiple of 128, got {}", *n);
+    k.exchange_spacing = static_cast<std::int32_t>(*n);
   }
   k.skinny_gemm = skinny_choice_from_environment();
   if (const char* t = std::getenv("PRNN_PERSISTENT_STALL"); t != nullptr && *t != '\0') {
@@ -141,12 +146,12 @@ PersistentKnobs PersistentKnobs::from_environment() {
     PRNN_EXPECT(b != std::string::npos, "PRNN_PERSISTENT_STALL: expected {}, got '{}'", what, text);
     constexpr std::uint64_t kMostInt = std::numeric_limits<std::int32_t>::max();
     k.stall_cta = static_cast<std::int32_t>(
-        parse_knob("PRNN_PERSISTENT_STALL", text.substr(0, a), what, kMostInt));
+        parse_knob("PRNN_PERSISTENT_STALL", text.substr(0, a), what, 0, kMostInt));
     k.stall_step = static_cast<std::int32_t>(
-        parse_knob("PRNN_PERSISTENT_STALL", text.substr(a + 1, b - a - 1), what, kMostInt));
-    k.stall_ns = parse_knob("PRNN_PERSISTENT_STALL", text.substr(b + 1), what,
-                            std::numeric_limits<std::uint64_t>::max() / 1'000'000ull) *
-                 1'000'000ull;
+        parse_knob("PRNN_PERSISTENT_STALL", text.substr(a + 1, b - a - 1), what, 0, kMostInt));
+    k.stall_ns =
+        parse_knob("PRNN_PERSISTENT_STALL", text.substr(b + 1), what, 0, kMostKnob / 1'000'000ull) *
+        1'000'000ull;
   }
   return k;
 }
