@@ -20,12 +20,12 @@ namespace {
 
 // The tensor-core shape for t's layer, if one holds it (tiling.h): the forward, and the backward
 // data where `backward` and the batch allow. With an FMA shape in t (fma), tensor cores from
-// kTensorCoreMinBatch on and their description goes before the FMA shape's, which then names the
+// tensor_core_min_batch() on and their description goes before the FMA shape's, which then names the
 // backward when that stays on the FMA kernel; without one, at any batch, both passes or none.
 void pick_tensor_core(Tiling& t, std::int64_t hidden, std::int64_t batch, int sm_count,
                       DType weights, bool backward) {
   const bool fma = t.shape >= 0;
-  if (fma && batch < kTensorCoreMinBatch) return;
+  if (fma && batch < tensor_core_min_batch(t.gates, hidden)) return;
   const int n_tiles = batch <= 8 ? 1 : 2;  // wanted; shapes with only the chunk of 8 loop over it
   int best = -1;
   for (int i = 0; i < kTensorCoreShapeCount; ++i) {
@@ -322,8 +322,10 @@ Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DT
   }
   // The backward's product on tensor cores (GatedMmaT), the LSTM's only: at B = 3 it measured
   // 0.2–5.9 % faster per training step than the FMA form (bench/results/h200/ab/
-  // gated_backward_mma/); the GRU's measured level (±2 %), and at B = 4 the LSTM keeps the
-  // tensor-core backward, 4.5–14 % faster than either gated form.
+  // gated_backward_mma/); the GRU's measured level (±2 %). By default the LSTM's backward at
+  // B = 4, and at B = 3 up to H = 1024, is the tensor-core kernel's (tensor_core_min_batch; at
+  // B = 4 4.5–14 % faster than either gated form), so there this runs under
+  // PRNN_PERSISTENT_TENSOR_CORES=forward; at B = 3 past H = 1024 by default.
   t.gated_warp_rows_backward_mma =
       t.gated_warp_rows_mma && gated_mma == TensorCores::ForwardBackward &&
       t.gated_warp_rows_backward &&

@@ -114,6 +114,19 @@ inline constexpr int kTensorCoreThreads = kTensorCoreWarps * 32;
 // forward is faster (LSTM 3.32 vs 3.45, GRU 2.86 vs 3.28 µs/step), from B = 4 on the tensor cores
 // are as fast or faster (LSTM B = 4: 5.16 vs 6.01; B = 16: 11.6 vs 21.5).
 inline constexpr int kTensorCoreMinBatch = 4;
+// The LSTM whose records need 3 warps per SM (the only LSTM that reaches the tensor-core choice
+// with an FMA shape beside it, tile()) from B = 3 up to H = kTensorCoreLstmB3MaxHidden: its
+// forward stays on the gated warp rows, its backward goes to the tensor-core kernel. Measured
+// (H200, T = 256, training step, tensor-core backward against the gated one, medians of three;
+// bench/results/h200/ab/lstm_b3/): H = 1024 bf16 −6.2 %, f16 −2.3 %; H = 1152 bf16 −0.6 %, f16
+// +3.1 % (the forward within ±1.3 %). So from H = 1025 the gated backward stays.
+inline constexpr int kTensorCoreLstmMinBatch = 3;
+inline constexpr std::int64_t kTensorCoreLstmB3MaxHidden = 1024;
+// The batch from which a layer that an FMA shape holds as well takes the tensor cores.
+constexpr std::int64_t tensor_core_min_batch(int gates, std::int64_t hidden) {
+  return gates == 4 && hidden <= kTensorCoreLstmB3MaxHidden ? kTensorCoreLstmMinBatch
+                                                            : kTensorCoreMinBatch;
+}
 // The tensor-core backward exchanges partial products, CTAs·H per batch element and step
 // (37.7 MB at H = 1152, B = 32, both parities): up to this batch, so that they stay in the L2.
 inline constexpr int kTensorCoreBackwardMaxBatch = 32;
@@ -458,7 +471,7 @@ struct Tiling {
 // forward where a shape holds H: the fewest rows per CTA that fit the SMs, the smaller batch
 // chunk that takes the whole batch (8, else 16; 8 where the shape has no other); with
 // ForwardBackward (the default) and batch ≤ kTensorCoreBackwardMaxBatch, the backward data too.
-// Where an FMA shape holds the layer as well, tensor cores from batch kTensorCoreMinBatch on;
+// Where an FMA shape holds the layer as well, tensor cores from tensor_core_min_batch() on;
 // where none does (H > 1152), at every batch, and only with both passes on them.
 // Unless warp_rows is false, vanilla layers of batch ≤ kWarpRowsMaxBatch whose records fit a
 // warp-rows shape run both passes on it (W = the fewest record warps per CTA that fit the SMs;
@@ -471,7 +484,8 @@ struct Tiling {
 // gated_mma: which passes of a 16-bit layer on the gated warp rows take their product on tensor
 // cores where it measured faster, unless tensor_cores is Off: the forward (3 records per CTA: the
 // LSTM at every B, the GRU at B = 3..4), and with ForwardBackward the LSTM's backward too (BB = 4:
-// B = 3, and B = 4 where tensor_cores is Forward).
+// B = 3..4 where tensor_cores is Forward; with ForwardBackward that backward is the tensor-core
+// kernel's).
 Tiling tile(int gates, std::int64_t hidden, std::int64_t batch, int sm_count, DType weights,
             TensorCores tensor_cores = TensorCores::ForwardBackward, bool warp_rows = true,
             TensorCores gated_mma = TensorCores::ForwardBackward);

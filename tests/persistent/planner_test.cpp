@@ -363,6 +363,9 @@ TEST(Planner, TensorCoreForwardForSixteenBitGatedCells) {
   EXPECT_EQ(persistent::tile(4, 1152, persistent::kTensorCoreMinBatch - 1, 132, DType::BF16)
                 .tensor_core,
             -1);  // small batches: the FMA forward is faster
+  EXPECT_EQ(persistent::tile(4, 1024, persistent::kTensorCoreLstmMinBatch - 1, 132, DType::BF16)
+                .tensor_core,
+            -1);
 
   const PersistentPlan plan = plan_persistent(rnn(Cell::LSTM, 1152, DType::BF16), 8, h200());
   EXPECT_NE(plan.kernel.find("forward and backward on tensor cores"), std::string::npos)
@@ -451,29 +454,37 @@ TEST(Planner, GatedWarpRows) {
     EXPECT_EQ(persistent::pass_kernel(gru, true), persistent::PassKernel::GatedWarpRows);
     EXPECT_EQ(persistent::pass_kernel(gru, false), persistent::PassKernel::GatedWarpRows);
   }
-  // The 16-bit LSTM at B = 3, 3 records per CTA: both products on tensor cores, unless gated_mma
-  // says the forward only; at B = 4 its backward is the tensor-core kernel's, and with the tensor
-  // cores on for the forward only the gated rows' on tensor cores.
-  {
-    const persistent::Tiling lstm3 = persistent::tile(4, 1152, 3, 132, DType::BF16);
+  // The 16-bit LSTM at 3 records per CTA, B = 4, and B = 3 up to H = 1024: the forward's product
+  // on tensor cores on the gated rows, the backward on the tensor-core kernel; with the tensor
+  // cores on for the forward only, the gated rows' backward on tensor cores, unless gated_mma
+  // says the forward only. At B = 3 past H = 1024 the gated rows' backward by default.
+  struct B3Case {
+    std::int64_t H, B;
+    bool tensor_core_backward;
+  };
+  for (const B3Case& c : {B3Case{1152, 4, true}, {1024, 4, true}, {1024, 3, true},
+                          {793, 3, true}, {1025, 3, false}, {1152, 3, false}}) {
+    SCOPED_TRACE(::testing::Message() << "LSTM H=" << c.H << " B=" << c.B);
+    const persistent::Tiling both = persistent::tile(4, c.H, c.B, 132, DType::BF16);
+    EXPECT_TRUE(both.gated_warp_rows_mma);
+    EXPECT_EQ(both.gated_warp_rows_backward_mma, !c.tensor_core_backward);
+    EXPECT_EQ(both.tensor_core >= 0, c.tensor_core_backward);
+    EXPECT_EQ(persistent::pass_kernel(both, true), persistent::PassKernel::GatedWarpRows);
+    EXPECT_EQ(persistent::pass_kernel(both, false), c.tensor_core_backward
+                                                        ? persistent::PassKernel::TensorCores
+                                                        : persistent::PassKernel::GatedWarpRows);
+    const persistent::Tiling forward =
+        persistent::tile(4, c.H, c.B, 132, DType::BF16, persistent::TensorCores::Forward);
+    EXPECT_TRUE(forward.gated_warp_rows_backward_mma);
+    EXPECT_EQ(persistent::pass_kernel(forward, false), persistent::PassKernel::GatedWarpRows);
     const persistent::Tiling forward_only =
-        persistent::tile(4, 1152, 3, 132, DType::BF16, persistent::TensorCores::ForwardBackward,
-                         true, persistent::TensorCores::Forward);
-    EXPECT_TRUE(lstm3.gated_warp_rows_mma);
-    EXPECT_TRUE(lstm3.gated_warp_rows_backward_mma);
-    EXPECT_TRUE(forward_only.gated_warp_rows_mma);
+        persistent::tile(4, c.H, c.B, 132, DType::BF16, persistent::TensorCores::Forward, true,
+                         persistent::TensorCores::Forward);
     EXPECT_FALSE(forward_only.gated_warp_rows_backward_mma);
-    EXPECT_EQ(lstm3.reason, forward_only.reason +
-                                "; the backward's product on tensor cores too: each warp 32 "
-                                "k-tiles of W_hh^T's 9 rows of the CTA's units (16 in registers, "
-                                "16 in shared memory)");
-    EXPECT_EQ(persistent::pass_kernel(lstm3, false), persistent::PassKernel::GatedWarpRows);
-    const persistent::Tiling lstm4 = persistent::tile(4, 1152, 4, 132, DType::BF16);
-    EXPECT_FALSE(lstm4.gated_warp_rows_backward_mma);
-    const persistent::Tiling lstm4_forward =
-        persistent::tile(4, 1152, 4, 132, DType::BF16, persistent::TensorCores::Forward);
-    EXPECT_TRUE(lstm4_forward.gated_warp_rows_backward_mma);
-    EXPECT_EQ(persistent::pass_kernel(lstm4_forward, false), persistent::PassKernel::GatedWarpRows);
+    EXPECT_EQ(forward.reason, forward_only.reason +
+                                  "; the backward's product on tensor cores too: each warp 32 "
+                                  "k-tiles of W_hh^T's 9 rows of the CTA's units (16 in "
+                                  "registers, 16 in shared memory)");
   }
   // The 16-bit LSTM at B = 4 likewise where its records need 2 warps per SM (H <= 792 on 132
   // SMs); at 3 (H = 793) it keeps the tensor-core backward.

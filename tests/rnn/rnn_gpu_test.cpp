@@ -342,7 +342,7 @@ std::vector<GpuCase> sanitize_cases() {
   v.push_back({P, small(Cell::LSTM, 5, 1152, DType::BF16), "0"});   // FMA staged, packed bf16
   v.push_back({P, small(Cell::LSTM, 4, 1024)});  // gated warp rows, 3 records per CTA
   v.push_back({P, small(Cell::LSTM, 4, 1024, DType::BF16)});  // gated warp rows, tensor cores
-  v.push_back({P, small(Cell::LSTM, 3, 1000, DType::BF16)});  // and the backward's too
+  v.push_back({P, small(Cell::LSTM, 3, 1000, DType::BF16), "forward"});  // and the backward's
   v.push_back({P, small(Cell::LSTM, 2, 700)});   // gated warp rows, BB = 2: records as planes
   RnnCase gated = small(Cell::GRU, 3, 515);      // gated warp rows, 2 records, lengths
   gated.lengths = {4, 1, 3};
