@@ -5,10 +5,9 @@
 # into OUT/<value>_<round>.csv, and prints each (case, metric)'s median per value and its ratio
 # to the first value's (ab_summary.py).
 # Usage: bench/persistent/knob_ab.sh OUT PATCH|- KNOB VALUE... -- BENCH_ARGS...
-#   e.g. bench/persistent/knob_ab.sh out patches/lstm_b3_tc_backward.patch \
-#          PRNN_PERSISTENT_TENSOR_CORES forward unset -- --sweep custom --cells lstm \
-#          --dtypes bf16,f16 --hidden 1024,1152 --batch 3 --steps 256 --repeats 5 \
-#          --impls prnn-persistent --no-floor
+#   e.g. bench/persistent/knob_ab.sh out - PRNN_PERSISTENT_TENSOR_CORES forward unset -- \
+#          --sweep custom --cells lstm --dtypes bf16,f16 --hidden 1024,1152 --batch 3,4 \
+#          --steps 256 --repeats 5 --impls prnn-persistent --no-floor
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: knob_ab.sh OUT PATCH|- KNOB VALUE... -- BENCH_ARGS...}
