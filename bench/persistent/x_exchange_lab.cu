@@ -19,6 +19,12 @@
 //                           its own 4·R rows of dQ (LSTM) and every CTA reading all 4·H of
 //                           them (thread tid the float4 tid + 256·i, summed in its lane: the
 //                           loads a staging would issue), as the gated warp-rows backward does
+//   5 x16    X[k][m][4]     layout 0 in bf16 (2-byte stores, 8-byte loads, the sum in fp32):
+//                           half the bytes, each partial rounded to 8 bits of mantissa
+//   6 pair   X[c][m][4]     clusters of 2 CTAs (2c, 2c + 1): each stores the m-tiles of its
+//                           peer's parity into the peer's shared memory (st.shared::cluster),
+//                           a cluster barrier, then each stores the pair's sums of its own
+//                           parity's tiles; the readers add CTAs / 2 partials a unit
 // Step s:  CTA k stores X_s[k][m][b] = g(k, m, b, s) + 0·(its previous sum) for every m (warp w
 //          the m-tiles [w·KT, (w+1)·KT) of 16 units, lane (grp, tig) units grp and grp + 8 of a
 //          tile, element tig: the kernel's packed stores); bar.sync; thread 0 fences and adds 1
@@ -26,7 +32,7 @@
 //          its R units over the CTAs in order k = sub, sub + 16, … per lane and a shuffle tree
 //          (deterministic); the last step's sums checked against the exact sum of g (integers:
 //          exact in fp32), after its stamps.
-// Launch:  cooperative, ceil(H/R) CTAs × 256 threads, one per SM. Two buffers by step parity
+// Launch:  cooperative, ceil(H/R) CTAs × 256 threads, one per SM (layout 6: in clusters of 2). Two buffers by step parity
 //          (a CTA stores X_s after every CTA arrived at s − 1, which each did after reading
 //          X_{s-2}).
 // Timing:  events around each launch (median of 7, per step), and thread 0's clock64() per
@@ -34,6 +40,7 @@
 // Usage:   x_exchange_lab [H [R [STEPS]]]   (defaults 1152 9 256; R ≤ 32, H ≤ 8·16·kMaxKT)
 // Prints:  the device line, then CSV layout,H,R,ctas,ns_per_step,store,arrive,wait,sum,errors
 //          (phases in SM cycles a step).
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -53,8 +60,8 @@ constexpr int kSumLoads = 8;   // loads a summing lane has in flight
 constexpr int kMaxKT = 16;     // m-tiles per warp: H ≤ 2048
 constexpr unsigned long long kSpinBound = 1ull << 26;
 
-enum Layout { kCta = 0, kUnit = 1, kOwner = 2, kCta16 = 3, kGather = 4 };
-const char* const kLayoutNames[] = {"cta", "unit", "owner", "cta16", "gather"};
+enum Layout { kCta = 0, kUnit = 1, kOwner = 2, kCta16 = 3, kGather = 4, kX16 = 5, kPair = 6 };
+const char* const kLayoutNames[] = {"cta", "unit", "owner", "cta16", "gather", "x16", "pair"};
 
 struct Params {
   float* x;                       // [2][CTAs·H·4]
@@ -72,17 +79,38 @@ __host__ __device__ inline float g(int k, int m, int b, int s) {
 }
 
 // Index of X[k][m][b] of one step in the layout.
+// (kPair: k the pair of CTAs 2k, 2k + 1; kX16: in 16-bit elements.)
 template <int L>
 __device__ __forceinline__ std::int64_t x_index(int k, int m, int b, int ctas, int H, int R) {
-  if constexpr (L == kCta || L == kCta16) return (static_cast<std::int64_t>(k) * H + m) * 4 + b;
+  if constexpr (L == kCta || L == kCta16 || L == kX16 || L == kPair)
+    return (static_cast<std::int64_t>(k) * H + m) * 4 + b;
   const int o = m / R, j = m % R;
   if constexpr (L == kUnit) return ((static_cast<std::int64_t>(o) * R + j) * ctas + k) * 4 + b;
   return ((static_cast<std::int64_t>(o) * ctas + k) * R + j) * 4 + b;
 }
 
+// Distributed shared memory (kPair): the same shared-memory address in the cluster's CTA `rank`,
+// a 4-byte store there, and the cluster-wide barrier (release / acquire).
+__device__ __forceinline__ unsigned peer_address(const void* local, unsigned rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(r)
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(local))), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void peer_store(unsigned addr, float v) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::
+                   : "memory");
+}
+
 template <int L>
 __global__ void __launch_bounds__(kThreads, 1) x_exchange_kernel(const Params p) {
-  extern __shared__ float4 s_block[];  // layout 2: the owner's block, CTAs·R float4
+  // layout 2: the owner's block, CTAs·R float4; layout 6: the peer's partials of this CTA's
+  // m-tiles (tile t of the CTA's parity at slot t / 2, 16 units × 4 values)
+  extern __shared__ float4 s_block[];
   __shared__ float4 s_sum[32];
   __shared__ int s_abort;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -101,7 +129,25 @@ __global__ void __launch_bounds__(kThreads, 1) x_exchange_kernel(const Params p)
     // ---- store: warp w's m-tiles, lane (grp, tig) units grp, grp + 8 of each, element tig ----
     for (int mt = 0; mt < kt_per_warp; ++mt) {
       const int m = (warp * kt_per_warp + mt) * 16 + grp;
-      if constexpr (L == kGather) {
+      if constexpr (L == kPair) {
+        // tiles of the peer's parity go to the peer's shared memory; this CTA's stay
+        const int t = warp * kt_per_warp + mt;
+        const unsigned rank = static_cast<unsigned>(k_self & 1);
+        if ((t & 1) != static_cast<int>(rank)) {
+          float* slot = reinterpret_cast<float*>(s_block) + (t >> 1) * 64;
+          peer_store(peer_address(slot + grp * 4 + tig, rank ^ 1u), g(k_self, m, tig, s) + dep);
+          peer_store(peer_address(slot + (grp + 8) * 4 + tig, rank ^ 1u),
+                     g(k_self, m + 8, tig, s) + dep);
+        }
+      } else if constexpr (L == kX16) {
+        unsigned short* x16 = reinterpret_cast<unsigned short*>(x);
+        if (m < H)
+          x16[x_index<L>(k_self, m, tig, ctas, H, R)] =
+              __bfloat16_as_ushort(__float2bfloat16_rn(g(k_self, m, tig, s) + dep));
+        if (m + 8 < H)
+          x16[x_index<L>(k_self, m + 8, tig, ctas, H, R)] =
+              __bfloat16_as_ushort(__float2bfloat16_rn(g(k_self, m + 8, tig, s) + dep));
+      } else if constexpr (L == kGather) {
         // rows r = q·R + j of this CTA: warp w's share, one float4 a lane
         for (int r = warp * 32 + lane; r < 4 * R && mt == 0; r += kThreads)
           *reinterpret_cast<float4*>(x + (static_cast<std::int64_t>(k_self) * 4 * R + r) * 4) =
@@ -124,6 +170,22 @@ __global__ void __launch_bounds__(kThreads, 1) x_exchange_kernel(const Params p)
         if (m < H) x[x_index<L>(k_self, m, tig, ctas, H, R)] = g(k_self, m, tig, s) + dep;
         if (m + 8 < H)
           x[x_index<L>(k_self, m + 8, tig, ctas, H, R)] = g(k_self, m + 8, tig, s) + dep;
+      }
+    }
+    if constexpr (L == kPair) {
+      // the pair's sums of this CTA's tiles: its own partial and the peer's
+      cluster_sync();
+      const unsigned rank = static_cast<unsigned>(k_self & 1);
+      for (int mt = 0; mt < kt_per_warp; ++mt) {
+        const int t = warp * kt_per_warp + mt, m = t * 16 + grp;
+        if ((t & 1) != static_cast<int>(rank)) continue;
+        const float* slot = reinterpret_cast<const float*>(s_block) + (t >> 1) * 64;
+        if (m < H)
+          x[x_index<L>(k_self >> 1, m, tig, ctas, H, R)] =
+              g(k_self, m, tig, s) + dep + slot[grp * 4 + tig];
+        if (m + 8 < H)
+          x[x_index<L>(k_self >> 1, m + 8, tig, ctas, H, R)] =
+              g(k_self, m + 8, tig, s) + dep + slot[(grp + 8) * 4 + tig];
       }
     }
     __syncthreads();
@@ -186,14 +248,22 @@ __global__ void __launch_bounds__(kThreads, 1) x_exchange_kernel(const Params p)
         }
     } else if (item < R && row0 + item < H) {
       const int m = row0 + item;
-      for (int k = sub; k < ctas; k += kSumLoads * kLanes) {
+      const int parts = L == kPair ? ctas / 2 : ctas;  // partials per unit
+      for (int k = sub; k < parts; k += kSumLoads * kLanes) {
         float4 v[kSumLoads];
 #pragma unroll
         for (int i = 0; i < kSumLoads; ++i) {
           const int kk = k + i * kLanes;
-          v[i] = kk < ctas ? __ldcg(reinterpret_cast<const float4*>(
-                                 x + x_index<L>(kk, m, 0, ctas, H, R)))
-                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          if (kk >= parts) {
+            v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          } else if constexpr (L == kX16) {
+            const uint2 r = __ldcg(reinterpret_cast<const uint2*>(
+                reinterpret_cast<const unsigned short*>(x) + x_index<L>(kk, m, 0, ctas, H, R)));
+            v[i] = make_float4(__uint_as_float(r.x << 16), __uint_as_float(r.x & 0xFFFF0000u),
+                               __uint_as_float(r.y << 16), __uint_as_float(r.y & 0xFFFF0000u));
+          } else {
+            v[i] = __ldcg(reinterpret_cast<const float4*>(x + x_index<L>(kk, m, 0, ctas, H, R)));
+          }
         }
 #pragma unroll
         for (int i = 0; i < kSumLoads; ++i) acc.x += v[i].x, acc.y += v[i].y, acc.z += v[i].z, acc.w += v[i].w;
@@ -230,6 +300,7 @@ __global__ void __launch_bounds__(kThreads, 1) x_exchange_kernel(const Params p)
     }
     prev = s_sum[0].x;
   }
+  if constexpr (L == kPair) cluster_sync();  // no CTA leaves while its peer may still store
   if (tid == 0) {
     for (int i = 0; i < 4; ++i) p.phases[k_self * 4 + i] = ph[i];
     if (k_self == 0) *p.sink = prev;
@@ -242,21 +313,57 @@ int arg(int argc, char** argv, int i, int fallback) {
 
 template <int L>
 void run(Params& p, int ctas, int sms) {
-  const std::size_t smem = L == kOwner ? sizeof(float4) * ctas * p.rows : 0;
+  const int tiles = kWarps * ((p.hidden + 16 * kWarps - 1) / (16 * kWarps));
+  const std::size_t smem = L == kOwner  ? sizeof(float4) * ctas * p.rows
+                           : L == kPair ? sizeof(float) * 64 * ((tiles + 1) / 2)
+                                        : 0;
   const void* fn = reinterpret_cast<const void*>(x_exchange_kernel<L>);
   PRNN_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem)));
-  int per_sm = 0;
-  PRNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kThreads, smem));
-  if (per_sm * sms < ctas) {
-    std::fprintf(stderr, "layout %s: %d CTAs not co-resident\n", kLayoutNames[L], ctas);
-    return;
+  // kPair: clusters of 2, cooperative (both attributes on one launch)
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(ctas));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attrs[2];
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = 2;
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
+  attrs[1].id = cudaLaunchAttributeCooperative;
+  attrs[1].val.cooperative = 1;
+  cfg.attrs = attrs;
+  if constexpr (L == kPair) {
+    if (ctas % 2 != 0) {
+      std::fprintf(stderr, "layout pair: %d CTAs, not pairs\n", ctas);
+      return;
+    }
+    int clusters = 0;
+    cfg.numAttrs = 1;
+    PRNN_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, x_exchange_kernel<L>, &cfg));
+    if (2 * clusters < ctas) {
+      std::fprintf(stderr, "layout pair: %d clusters of 2 not co-resident (%d fit)\n", ctas / 2,
+                   clusters);
+      return;
+    }
+  } else {
+    int per_sm = 0;
+    PRNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kThreads, smem));
+    if (per_sm * sms < ctas) {
+      std::fprintf(stderr, "layout %s: %d CTAs not co-resident\n", kLayoutNames[L], ctas);
+      return;
+    }
   }
+  cfg.numAttrs = 2;
   PRNN_CUDA_CHECK(cudaMemset(p.errors, 0, sizeof(unsigned)));
   const auto launch = [&] {
-    void* args[] = {&p};
-    PRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(fn, dim3(static_cast<unsigned>(ctas)),
-                                                dim3(kThreads), args, smem, nullptr));
+    if constexpr (L == kPair) {
+      PRNN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, x_exchange_kernel<L>, p));
+    } else {
+      void* args[] = {&p};
+      PRNN_CUDA_CHECK(cudaLaunchCooperativeKernel(fn, dim3(static_cast<unsigned>(ctas)),
+                                                  dim3(kThreads), args, smem, nullptr));
+    }
     p.base += static_cast<unsigned long long>(ctas) * p.steps;
   };
   const double us = prnn::bench::median_us(launch, 7, 2);
@@ -316,6 +423,8 @@ int main(int argc, char** argv) {
     run<kOwner>(p, ctas, sms);
     run<kCta16>(p, ctas, sms);
     run<kGather>(p, ctas, sms);
+    run<kX16>(p, ctas, sms);
+    run<kPair>(p, ctas, sms);
   }
   PRNN_CUDA_CHECK(cudaFree(p.x));
   PRNN_CUDA_CHECK(cudaFree(p.counter));
