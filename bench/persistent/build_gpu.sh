@@ -1,9 +1,10 @@
 # Sourced by the GPU-machine scripts of bench/persistent (patch_ab.sh, knob_ab.sh,
-# exchange_place_lab.sh).
+# exchange_place_lab.sh, x_exchange_lab.sh).
 # build_gpu OUT TARGET...: configures the gpu preset (once per shell) and builds TARGETs in
 # build/gpu, the log in OUT/build.log (removed on success); on failure prints the log's tail and
 # returns 1.
 # keep_cli NAME: the freshly built prnn CLI copied to /tmp/prnn_NAME.
+# lab_path TARGET: the path of the built executable TARGET under build/gpu.
 build_gpu() {
   local out=$1
   shift
@@ -17,4 +18,7 @@ build_gpu() {
 }
 keep_cli() {
   cp build/gpu/tools/prnn/prnn "/tmp/prnn_$1"
+}
+lab_path() {
+  find build/gpu -name "$1" -type f -perm -u+x | head -1
 }
