@@ -855,7 +855,9 @@ TEST(Planner, PredictionTracksCommittedMeasurements) {
       {Cell::LSTM, 1152, 2, DType::BF16, 1.958, 5.947, "ab/forward16_inputs, lstm bf16 H=1152 B=2"},
       {Cell::LSTM, 1152, 3, DType::BF16, 2.218, 7.976, "ab/forward16_inputs, lstm bf16 H=1152 B=3"},
       {Cell::LSTM, 1152, 4, DType::BF16, 2.385, 8.399, "ab/forward16_inputs, lstm bf16 H=1152 B=4"},
-      {Cell::LSTM, 1024, 3, DType::BF16, 2.177, 7.910, "ab/forward16_inputs, lstm bf16 H=1024 B=3"},
+      // Its backward on the tensor-core kernel since 9232bb0 (h200/ab/lstm_b3/medians.txt, `unset`,
+      // medians of 3 runs).
+      {Cell::LSTM, 1024, 3, DType::BF16, 2.127, 7.340, "ab/lstm_b3, lstm bf16 H=1024 B=3"},
       {Cell::GRU, 1152, 4, DType::BF16, 2.583, 8.015, "ab/forward16_inputs, gru bf16 H=1152 B=4"},
       {Cell::GRU, 1024, 4, DType::BF16, 2.461, 7.670, "ab/forward16_inputs, gru bf16 H=1024 B=4"},
       // The same tree, 16-bit layers (h200/ab/lstm_tensor_cores_b4/1e4778d_*, medians of 6 runs
