@@ -25,6 +25,10 @@
 //                           peer's parity into the peer's shared memory (st.shared::cluster),
 //                           a cluster barrier, then each stores the pair's sums of its own
 //                           parity's tiles; the readers add CTAs / 2 partials a unit
+//   7 owner_staged          layout 2 with the stores through shared memory: the CTA's X
+//            X[o][k][j][4]  there first ([m][4]), then thread tid stores float4 m = tid + 256·i
+//                           to its owner's block, so a warp's store covers 512 contiguous bytes
+//                           of ~4 owners (R = 9) instead of one line per unit
 // Step s:  CTA k stores X_s[k][m][b] = g(k, m, b, s) + 0·(its previous sum) for every m (warp w
 //          the m-tiles [w·KT, (w+1)·KT) of 16 units, lane (grp, tig) units grp and grp + 8 of a
 //          tile, element tig: the kernel's packed stores); bar.sync; thread 0 fences and adds 1
@@ -60,8 +64,18 @@ constexpr int kSumLoads = 8;   // loads a summing lane has in flight
 constexpr int kMaxKT = 16;     // m-tiles per warp: H ≤ 2048
 constexpr unsigned long long kSpinBound = 1ull << 26;
 
-enum Layout { kCta = 0, kUnit = 1, kOwner = 2, kCta16 = 3, kGather = 4, kX16 = 5, kPair = 6 };
-const char* const kLayoutNames[] = {"cta", "unit", "owner", "cta16", "gather", "x16", "pair"};
+enum Layout {
+  kCta = 0,
+  kUnit = 1,
+  kOwner = 2,
+  kCta16 = 3,
+  kGather = 4,
+  kX16 = 5,
+  kPair = 6,
+  kOwnerStaged = 7
+};
+const char* const kLayoutNames[] = {"cta",    "unit", "owner", "cta16",
+                                    "gather", "x16",  "pair",  "owner_staged"};
 
 struct Params {
   float* x;                       // [2][CTAs·H·4]
@@ -129,7 +143,11 @@ __global__ void __launch_bounds__(kThreads, 1) x_exchange_kernel(const Params p)
     // ---- store: warp w's m-tiles, lane (grp, tig) units grp, grp + 8 of each, element tig ----
     for (int mt = 0; mt < kt_per_warp; ++mt) {
       const int m = (warp * kt_per_warp + mt) * 16 + grp;
-      if constexpr (L == kPair) {
+      if constexpr (L == kOwnerStaged) {
+        float* s_x = reinterpret_cast<float*>(s_block);
+        if (m < H) s_x[m * 4 + tig] = g(k_self, m, tig, s) + dep;
+        if (m + 8 < H) s_x[(m + 8) * 4 + tig] = g(k_self, m + 8, tig, s) + dep;
+      } else if constexpr (L == kPair) {
         // tiles of the peer's parity go to the peer's shared memory; this CTA's stay
         const int t = warp * kt_per_warp + mt;
         const unsigned rank = static_cast<unsigned>(k_self & 1);
@@ -171,6 +189,12 @@ __global__ void __launch_bounds__(kThreads, 1) x_exchange_kernel(const Params p)
         if (m + 8 < H)
           x[x_index<L>(k_self, m + 8, tig, ctas, H, R)] = g(k_self, m + 8, tig, s) + dep;
       }
+    }
+    if constexpr (L == kOwnerStaged) {
+      // unit m = o·R + j: its float4 to X[o][k][j], consecutive m of an owner contiguous
+      __syncthreads();
+      for (int m = tid; m < H; m += kThreads)
+        *reinterpret_cast<float4*>(x + x_index<kOwner>(k_self, m, 0, ctas, H, R)) = s_block[m];
     }
     if constexpr (L == kPair) {
       // the pair's sums of this CTA's tiles: its own partial and the peer's
@@ -227,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, 1) x_exchange_kernel(const Params p)
         for (int i = 0; i < kSumLoads; ++i) gathered += v[i].x + v[i].y + v[i].z + v[i].w;
       }
       if (tid == 0) s_sum[0] = make_float4(gathered, 0.0f, 0.0f, 0.0f);
-    } else if constexpr (L == kOwner) {
+    } else if constexpr (L == kOwner || L == kOwnerStaged) {
       const float4* block =
           reinterpret_cast<const float4*>(x) + static_cast<std::int64_t>(k_self) * ctas * R;
       const int n = ctas * R;
@@ -314,7 +338,7 @@ int arg(int argc, char** argv, int i, int fallback) {
 template <int L>
 void run(Params& p, int ctas, int sms) {
   const int tiles = kWarps * ((p.hidden + 16 * kWarps - 1) / (16 * kWarps));
-  const std::size_t smem = L == kOwner  ? sizeof(float4) * ctas * p.rows
+  const std::size_t smem = L == kOwner || L == kOwnerStaged ? sizeof(float4) * ctas * p.rows
                            : L == kPair ? sizeof(float) * 64 * ((tiles + 1) / 2)
                                         : 0;
   const void* fn = reinterpret_cast<const void*>(x_exchange_kernel<L>);
@@ -425,6 +449,7 @@ int main(int argc, char** argv) {
     run<kGather>(p, ctas, sms);
     run<kX16>(p, ctas, sms);
     run<kPair>(p, ctas, sms);
+    run<kOwnerStaged>(p, ctas, sms);
   }
   PRNN_CUDA_CHECK(cudaFree(p.x));
   PRNN_CUDA_CHECK(cudaFree(p.counter));
