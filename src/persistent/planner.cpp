@@ -746,9 +746,11 @@ PersistentPlan plan_persistent(const RnnDesc& desc, std::int64_t batch, const De
   const auto elem = static_cast<std::int64_t>(size_of(desc.weight_dtype));
 
   PersistentPlan p;
-  p.ctas = dev.sm_count;
+  // Where no kernel holds the layer: its units spread evenly over the SMs, and only the CTAs
+  // that get units counted (H = 2560 on 132 SMs: 20 units each, 128 CTAs).
   p.threads_per_cta = kPlanThreads;
-  p.units_per_cta = (H + p.ctas - 1) / p.ctas;
+  p.units_per_cta = (H + dev.sm_count - 1) / dev.sm_count;
+  p.ctas = static_cast<int>((H + p.units_per_cta - 1) / p.units_per_cta);
   // Layers the kernels exist for are planned with the kernels' own tiling (tiling.h).
   const persistent::Tiling kernel_tiling = persistent::tile(
       static_cast<int>(G), H, batch, dev.sm_count, desc.weight_dtype);

@@ -217,6 +217,13 @@ TEST(Planner, SpillsToSharedMemoryThenStops) {
   EXPECT_FALSE(lstm32.fits);
   EXPECT_NE(lstm32.reason.find("needs 64.0 MiB on chip"), std::string::npos) << lstm32.reason;
   EXPECT_NE(lstm32.reason.find("shared memory"), std::string::npos);
+  // LSTM H=2560 in bf16 (50 MiB) does not fit either: 20 units on each of 128 CTAs (not 132,
+  // of which 4 would hold nothing), 400 KiB a CTA.
+  const PersistentPlan lstm2560 = plan_persistent(rnn(Cell::LSTM, 2560, DType::BF16), 4, h200());
+  EXPECT_FALSE(lstm2560.fits);
+  EXPECT_EQ(lstm2560.units_per_cta, 20);
+  EXPECT_EQ(lstm2560.ctas, 128);
+  EXPECT_EQ(lstm2560.weight_bytes_per_cta, 80 * 2560 * 2);
 }
 
 // The fit decision is exactly "the per-CTA rows fit in the register budget plus the shared-memory
