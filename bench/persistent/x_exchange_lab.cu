@@ -29,6 +29,9 @@
 //            X[o][k][j][4]  there first ([m][4]), then thread tid stores float4 m = tid + 256·i
 //                           to its owner's block, so a warp's store covers 512 contiguous bytes
 //                           of ~4 owners (R = 9) instead of one line per unit
+//   8 none                  no exchange: layout 0's values and indices computed but not stored
+//                           (the lab's own arithmetic in the store phase), nothing read: the
+//                           step is the arithmetic and the grid barrier alone
 // Step s:  CTA k stores X_s[k][m][b] = g(k, m, b, s) + 0·(its previous sum) for every m (warp w
 //          the m-tiles [w·KT, (w+1)·KT) of 16 units, lane (grp, tig) units grp and grp + 8 of a
 //          tile, element tig: the kernel's packed stores); bar.sync; thread 0 fences and adds 1
@@ -72,10 +75,11 @@ enum Layout {
   kGather = 4,
   kX16 = 5,
   kPair = 6,
-  kOwnerStaged = 7
+  kOwnerStaged = 7,
+  kNone = 8
 };
-const char* const kLayoutNames[] = {"cta",    "unit", "owner", "cta16",
-                                    "gather", "x16",  "pair",  "owner_staged"};
+const char* const kLayoutNames[] = {"cta", "unit", "owner", "cta16",        "gather",
+                                    "x16", "pair", "owner_staged", "none"};
 
 struct Params {
   float* x;                       // [2][CTAs·H·4]
@@ -96,7 +100,7 @@ __host__ __device__ inline float g(int k, int m, int b, int s) {
 // (kPair: k the pair of CTAs 2k, 2k + 1; kX16: in 16-bit elements.)
 template <int L>
 __device__ __forceinline__ std::int64_t x_index(int k, int m, int b, int ctas, int H, int R) {
-  if constexpr (L == kCta || L == kCta16 || L == kX16 || L == kPair)
+  if constexpr (L == kCta || L == kCta16 || L == kX16 || L == kPair || L == kNone)
     return (static_cast<std::int64_t>(k) * H + m) * 4 + b;
   const int o = m / R, j = m % R;
   if constexpr (L == kUnit) return ((static_cast<std::int64_t>(o) * R + j) * ctas + k) * 4 + b;
@@ -141,9 +145,17 @@ __global__ void __launch_bounds__(kThreads, 1) x_exchange_kernel(const Params p)
     float* x = p.x + static_cast<std::int64_t>(s & 1) * ctas * H * 4;
     const float dep = prev * p.zero;
     // ---- store: warp w's m-tiles, lane (grp, tig) units grp, grp + 8 of each, element tig ----
+    float unstored = 0.0f;  // kNone: what layout 0 would store
     for (int mt = 0; mt < kt_per_warp; ++mt) {
       const int m = (warp * kt_per_warp + mt) * 16 + grp;
-      if constexpr (L == kOwnerStaged) {
+      if constexpr (L == kNone) {
+        if (m < H)
+          unstored += g(k_self, m, tig, s) + dep +
+                      static_cast<float>(x_index<L>(k_self, m, tig, ctas, H, R) & 1);
+        if (m + 8 < H)
+          unstored += g(k_self, m + 8, tig, s) + dep +
+                      static_cast<float>(x_index<L>(k_self, m + 8, tig, ctas, H, R) & 1);
+      } else if constexpr (L == kOwnerStaged) {
         float* s_x = reinterpret_cast<float*>(s_block);
         if (m < H) s_x[m * 4 + tig] = g(k_self, m, tig, s) + dep;
         if (m + 8 < H) s_x[(m + 8) * 4 + tig] = g(k_self, m + 8, tig, s) + dep;
@@ -190,6 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1) x_exchange_kernel(const Params p)
           x[x_index<L>(k_self, m + 8, tig, ctas, H, R)] = g(k_self, m + 8, tig, s) + dep;
       }
     }
+    if (L == kNone && unstored < 0.0f) x[tid] = unstored;  // never (values ≥ 0): kept alive
     if constexpr (L == kOwnerStaged) {
       // unit m = o·R + j: its float4 to X[o][k][j], consecutive m of an owner contiguous
       __syncthreads();
@@ -270,7 +283,7 @@ __global__ void __launch_bounds__(kThreads, 1) x_exchange_kernel(const Params p)
           const float4 v = s_block[k * R + item];
           acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
         }
-    } else if (item < R && row0 + item < H) {
+    } else if (L != kNone && item < R && row0 + item < H) {
       const int m = row0 + item;
       const int parts = L == kPair ? ctas / 2 : ctas;  // partials per unit
       for (int k = sub; k < parts; k += kSumLoads * kLanes) {
@@ -308,7 +321,8 @@ __global__ void __launch_bounds__(kThreads, 1) x_exchange_kernel(const Params p)
         for (int b = 0; b < 4; ++b) want_sum += g(e / (4 * R), e % (4 * R), b, s);
       if (gathered != want_sum) atomicAdd(p.errors, 1u);
     }
-    if (L != kGather && s == p.steps - 1 && sub == 0 && item < R && row0 + item < H) {
+    if (L != kGather && L != kNone && s == p.steps - 1 && sub == 0 && item < R &&
+        row0 + item < H) {
       const float got[4] = {acc.x, acc.y, acc.z, acc.w};
       for (int b = 0; b < 4; ++b) {
         float want_sum = 0.0f;
@@ -450,6 +464,7 @@ int main(int argc, char** argv) {
     run<kX16>(p, ctas, sms);
     run<kPair>(p, ctas, sms);
     run<kOwnerStaged>(p, ctas, sms);
+    run<kNone>(p, ctas, sms);
   }
   PRNN_CUDA_CHECK(cudaFree(p.x));
   PRNN_CUDA_CHECK(cudaFree(p.counter));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds prnn_x_exchange_lab (build/gpu) and runs it (GPU machine, repo root) at the tensor-core
 # backward's B = 4 shapes into OUT/x_exchange.csv: H = 1024 (R = 8), 1152 (R = 9), 2048
-# (R = 16), 128 CTAs each, and H = 1152 at R = 18 (64 CTAs); three rounds of the eight layouts.
+# (R = 16), 128 CTAs each, and H = 1152 at R = 18 (64 CTAs); three rounds of the nine layouts.
 # Prints the medians per layout and shape. About a minute.
 # Usage: bench/persistent/x_exchange_lab.sh OUT
 set -uo pipefail
