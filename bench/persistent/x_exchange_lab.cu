@@ -142,7 +142,9 @@ __global__ void __launch_bounds__(kThreads, 1) x_exchange_kernel(const Params p)
   __syncthreads();
   for (int s = 0; s < p.steps; ++s) {
     const long long t0 = clock64();
-    float* x = p.x + static_cast<std::int64_t>(s & 1) * ctas * H * 4;
+    // a step's X: CTAs·CTAs·R·4 values (main's per_step), room for every layout's units up to
+    // CTAs·R ≥ H, so that the two parities never overlap
+    float* x = p.x + static_cast<std::int64_t>(s & 1) * ctas * ctas * R * 4;
     const float dep = prev * p.zero;
     // ---- store: warp w's m-tiles, lane (grp, tig) units grp, grp + 8 of each, element tig ----
     float unstored = 0.0f;  // kNone: what layout 0 would store
