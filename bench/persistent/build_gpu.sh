@@ -4,7 +4,8 @@
 # build/gpu, the log in OUT/build.log (removed on success); on failure prints the log's tail and
 # returns 1.
 # keep_cli NAME: the freshly built prnn CLI copied to /tmp/prnn_NAME.
-# lab_path TARGET: the path of the built executable TARGET under build/gpu.
+# build_lab OUT TARGET: build_gpu OUT TARGET (its messages on stderr), then prints the built
+# executable's path.
 build_gpu() {
   local out=$1
   shift
@@ -19,6 +20,6 @@ build_gpu() {
 keep_cli() {
   cp build/gpu/tools/prnn/prnn "/tmp/prnn_$1"
 }
-lab_path() {
-  find build/gpu -name "$1" -type f -perm -u+x | head -1
+build_lab() {
+  build_gpu "$1" "$2" >&2 && find build/gpu -name "$2" -type f -perm -u+x | head -1
 }

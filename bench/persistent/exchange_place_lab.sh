@@ -11,8 +11,7 @@ cd "$(dirname "$0")/../.."
 out=${1:?usage: exchange_place_lab.sh OUT}
 mkdir -p "$out"
 source bench/persistent/build_gpu.sh
-build_gpu "$out" prnn_exchange_place_lab || exit 1
-lab=$(lab_path prnn_exchange_place_lab)
+lab=$(build_lab "$out" prnn_exchange_place_lab) || exit 1
 timeout 200 "$lab" 1368 128 128 16384 1 >"$out/within_page.csv"; echo "within_page rc $?"
 timeout 60 "$lab" 1368 128 4096 8 64 >"$out/across_pages.csv"; echo "across_pages rc $?"
 timeout 100 "$lab" 1536 128 128 2048 1 >"$out/k1536.csv"; echo "k1536 rc $?"

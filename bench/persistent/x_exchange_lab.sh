@@ -9,8 +9,7 @@ cd "$(dirname "$0")/../.."
 out=${1:?usage: x_exchange_lab.sh OUT}
 mkdir -p "$out"
 source bench/persistent/build_gpu.sh
-build_gpu "$out" prnn_x_exchange_lab || exit 1
-lab=$(lab_path prnn_x_exchange_lab)
+lab=$(build_lab "$out" prnn_x_exchange_lab) || exit 1
 for shape in "1024 8" "1152 9" "2048 16" "1152 18"; do
   timeout 60 "$lab" $shape 256 >>"$out/x_exchange.csv"; echo "H R = $shape rc $?"
 done

@@ -152,13 +152,13 @@ RnnAlgo parse_rnn_algo(const std::string& name);
 // capture stream); calls do not allocate device memory. With the persistent algorithm it also
 // times where in its exchange buffer the kernels' per-step records go (a short forward on zero
 // weights at 16 places, about 7–13 ms on an H200; PRNN_PERSISTENT_EXCHANGE_PLACES in the README),
-// since the place moves the step by up to 13 %; it synchronizes the device's default stream. A GPU call captures its launches (the
-// GEMMs, and the step loop or the persistent kernel's cooperative launches) into a CUDA graph the
-// first time it sees a set of tensor pointers and replays it while they stay the same (new
-// pointers: one re-capture). Calls are asynchronous on `stream` (host tensors:
-// synchronous, `stream` unused). Calls on one Rnn must not overlap; results are deterministic.
-// Throws InvalidArgument for bad arguments (naming the argument, expected and given),
-// Unsupported when the algorithm cannot run the problem (the reason of can_implement).
+// since the place moves the step by up to 13 %; it synchronizes the device's default stream. A GPU
+// call captures its launches (the GEMMs, and the step loop or the persistent kernel's cooperative
+// launches) into a CUDA graph the first time it sees a set of tensor pointers and replays it while
+// they stay the same (new pointers: one re-capture). Calls are asynchronous on `stream` (host
+// tensors: synchronous, `stream` unused). Calls on one Rnn must not overlap; results are
+// deterministic. Throws InvalidArgument for bad arguments (naming the argument, expected and
+// given), Unsupported when the algorithm cannot run the problem (the reason of can_implement).
 class Rnn {
  public:
   Rnn(const RnnDesc& desc, std::int64_t steps, std::int64_t batch, Device device,

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
@@ -66,10 +67,11 @@ namespace {
 
 constexpr std::uint64_t kMostKnob = std::numeric_limits<std::uint64_t>::max();
 
-// A whole number from `least` to `most`: decimal digits only (no sign, no spaces), else an
-// InvalidArgument naming the knob, what it expects and what it got.
+// A whole number from `least` to `most` and a multiple of `step`: decimal digits only (no sign,
+// no spaces), else an InvalidArgument naming the knob, what it expects and what it got.
 std::uint64_t parse_knob(const char* name, const std::string& text, const std::string& what,
-                         std::uint64_t least = 0, std::uint64_t most = kMostKnob) {
+                         std::uint64_t least = 0, std::uint64_t most = kMostKnob,
+                         std::uint64_t step = 1) {
   bool digits = !text.empty();
   for (const char c : text) digits = digits && c >= '0' && c <= '9';
   unsigned long long v = 0;
@@ -80,16 +82,18 @@ std::uint64_t parse_knob(const char* name, const std::string& text, const std::s
       digits = false;
     }
   }
-  PRNN_EXPECT(digits && v >= least && v <= most, "{}: expected {}, got '{}'", name, what, text);
+  PRNN_EXPECT(digits && v >= least && v <= most && v % step == 0, "{}: expected {}, got '{}'", name,
+              what, text);
   return v;
 }
 
 // The knob `name` as parse_knob reads it; unset or empty: nullopt.
 std::optional<std::uint64_t> number_knob(const char* name, const std::string& what,
-                                         std::uint64_t least = 0, std::uint64_t most = kMostKnob) {
+                                         std::uint64_t least = 0, std::uint64_t most = kMostKnob,
+                                         std::uint64_t step = 1) {
   const char* t = std::getenv(name);
   if (t == nullptr || *t == '\0') return std::nullopt;
-  return parse_knob(name, t, what, least, most);
+  return parse_knob(name, t, what, least, most, step);
 }
 
 // The persistent kernels' tiling of a layer of `desc` at `batch` on `device` under `knobs`: the
@@ -134,11 +138,9 @@ PersistentKnobs PersistentKnobs::from_environment() {
                                  "a whole number of places from 1 to 64", 1, 64))
     k.exchange_places = static_cast<std::int32_t>(*n);
   if (const auto n = number_knob("PRNN_PERSISTENT_EXCHANGE_SPACING",
-                                 "a whole number of bytes from 128 to 1048576", 128, 1u << 20)) {
-    PRNN_EXPECT(*n % 128 == 0,
-                "PRNN_PERSISTENT_EXCHANGE_SPACING: expected a multiple of 128, got {}", *n);
+                                 "a whole number of bytes from 128 to 1048576, a multiple of 128",
+                                 128, 1u << 20, 128))
     k.exchange_spacing = static_cast<std::int32_t>(*n);
-  }
   k.skinny_gemm = skinny_choice_from_environment();
   if (const char* t = std::getenv("PRNN_PERSISTENT_STALL"); t != nullptr && *t != '\0') {
     const std::string text = t, what = "<cta>:<step>:<milliseconds>";
@@ -353,30 +355,27 @@ void GemmRnn::place_exchange() {
     if (*static_cast<volatile unsigned*>(status_host_) != 0) return std::nullopt;
     return seconds;
   };
-  const std::optional<double> first = time_place(0, most);
-  if (!first) {
-    exchange_offset_ = 0;
-    return;
-  }
-  const double launches = static_cast<double>(kExchangeRounds * knobs_.exchange_places);
-  const double step_seconds = std::max(*first / static_cast<double>(most), 1e-9);
-  const auto fitting =
-      static_cast<std::int64_t>(kExchangeBudgetSeconds / (launches * step_seconds));
-  const std::int64_t steps = std::min(most, std::max(kExchangeMinSteps, fitting));
-  std::vector<double> best(static_cast<std::size_t>(knobs_.exchange_places), 1e30);
-  for (int round = 0; round < kExchangeRounds; ++round)
-    for (int place = 0; place < knobs_.exchange_places; ++place) {
-      const std::optional<double> seconds = time_place(place, steps);
-      if (!seconds) {
-        exchange_offset_ = 0;
-        return;
+  // The fastest place, or nothing once a launch timed out (the buffer's start is kept then).
+  auto fastest = [&]() -> std::optional<std::ptrdiff_t> {
+    const std::optional<double> first = time_place(0, most);
+    if (!first) return std::nullopt;
+    const double launches = static_cast<double>(kExchangeRounds * knobs_.exchange_places);
+    const double step_seconds = std::max(*first / static_cast<double>(most), 1e-9);
+    const auto fitting =
+        static_cast<std::int64_t>(kExchangeBudgetSeconds / (launches * step_seconds));
+    const std::int64_t steps = std::min(most, std::max(kExchangeMinSteps, fitting));
+    std::vector<double> best(static_cast<std::size_t>(knobs_.exchange_places), 1e30);
+    for (int round = 0; round < kExchangeRounds; ++round)
+      for (int place = 0; place < knobs_.exchange_places; ++place) {
+        const std::optional<double> seconds = time_place(place, steps);
+        if (!seconds) return std::nullopt;
+        double& b = best[static_cast<std::size_t>(place)];
+        b = std::min(b, *seconds);
       }
-      double& b = best[static_cast<std::size_t>(place)];
-      b = std::min(b, *seconds);
-    }
-  exchange_offset_ =
-      static_cast<std::size_t>(std::min_element(best.begin(), best.end()) - best.begin()) *
-      static_cast<std::size_t>(knobs_.exchange_spacing);
+    return std::min_element(best.begin(), best.end()) - best.begin();
+  };
+  exchange_offset_ = static_cast<std::size_t>(fastest().value_or(0)) *
+                     static_cast<std::size_t>(knobs_.exchange_spacing);
 }
 
 GemmRnn::~GemmRnn() {

@@ -20,8 +20,8 @@ namespace {
 
 // The tensor-core shape for t's layer, if one holds it (tiling.h): the forward, and the backward
 // data where `backward` and the batch allow. With an FMA shape in t (fma), tensor cores from
-// tensor_core_min_batch() on and their description goes before the FMA shape's, which then names the
-// backward when that stays on the FMA kernel; without one, at any batch, both passes or none.
+// tensor_core_min_batch() on and their description goes before the FMA shape's, which then names
+// the backward when that stays on the FMA kernel; without one, at any batch, both passes or none.
 void pick_tensor_core(Tiling& t, std::int64_t hidden, std::int64_t batch, int sm_count,
                       DType weights, bool backward) {
   const bool fma = t.shape >= 0;

@@ -469,8 +469,12 @@ TEST(Planner, GatedWarpRows) {
     std::int64_t H, B;
     bool tensor_core_backward;
   };
-  for (const B3Case& c : {B3Case{1152, 4, true}, {1024, 4, true}, {1024, 3, true},
-                          {793, 3, true}, {1025, 3, false}, {1152, 3, false}}) {
+  for (const B3Case& c : {B3Case{1152, 4, true},
+                          {1024, 4, true},
+                          {1024, 3, true},
+                          {793, 3, true},
+                          {1025, 3, false},
+                          {1152, 3, false}}) {
     SCOPED_TRACE(::testing::Message() << "LSTM H=" << c.H << " B=" << c.B);
     const persistent::Tiling both = persistent::tile(4, c.H, c.B, 132, DType::BF16);
     EXPECT_TRUE(both.gated_warp_rows_mma);

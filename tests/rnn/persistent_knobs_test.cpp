@@ -98,6 +98,7 @@ TEST(PersistentKnobs, MalformedIsInvalidArgumentNamingIt) {
       {"PRNN_PERSISTENT_STALL", "0:4294967296:5"},
       {"PRNN_PERSISTENT_EXCHANGE_SPACING", "0"},
       {"PRNN_PERSISTENT_EXCHANGE_SPACING", "100"},
+      {"PRNN_PERSISTENT_EXCHANGE_SPACING", "200"},  // in range, not a multiple of 128
       {"PRNN_PERSISTENT_EXCHANGE_SPACING", "1048704"},
       {"PRNN_PERSISTENT_EXCHANGE_SPACING", "4k"}};
   for (const auto& [name, value] : knobs) {
