@@ -473,11 +473,17 @@ constexpr double kTensorCoreBackwardFixedCycles = 7150;
 constexpr double kIssueCycles = 1.2;
 constexpr double kMmaCycles = 14;
 constexpr int kSchedulersPerSm = 4;
-// The exchange data a CTA reads (and the tensor-core backward writes) through L2, bytes per SM per
-// cycle when every SM reads the same lines at once: from the tensor-core forward's growth with
-// the batch at H = 2048 (LSTM bf16 4.54 / 4.88 / 5.86 / 8.21 µs/step at B = 1 / 2 / 4 / 8, one
-// chunk each; its staging reads 8 KB per batch element).
+// The exchange data the tensor-core backward reads and writes through L2, bytes per SM per cycle
+// when every SM reads the same lines at once: from the tensor-core forward's growth with the
+// batch at H = 2048 before 2026-11-29 (LSTM bf16 4.54 / 4.88 / 5.86 / 8.21 µs/step at B = 1 / 2 /
+// 4 / 8, one chunk each; its staging reads 8 KB per batch element), which was its staging's
+// divisions more than the L2 (the forward's own rate below); not refitted for the backward.
 constexpr double kL2BytesPerSmPerCycle = 16;
+// The tensor-core forward's staging of h, bytes per SM per cycle, since its row and column
+// advance without a division per float4: the stamps' staging phase grows by 1492 cycles from
+// B = 8 to B = 16 (32 KB more of h) at LSTM bf16 H = 1024 (h200/ab/tc_forward_stage/,
+// stamps_nodiv.txt: 2172 → 3664 cycles). The old staging's 16 above was its divisions.
+constexpr double kTensorCoreStageBytesPerSmPerCycle = 22;
 // The same for the warp-rows kernel, whose batch groups' warps poll the records as 16-byte loads
 // spread over the group: from its growth with the batch (ReLU f32 H=1152 B = 1..8,
 // rnn_targets_fea623f.csv: 1.30 / 1.50 / 1.74 / 1.85 µs/step forward at B = 1..4, 2.87 at B = 8).
@@ -641,10 +647,11 @@ std::vector<ChunkCycles> tensor_core_chunks(const persistent::TensorCoreShape& s
     const std::int64_t l2_bytes =
         forward ? nb * persistent::tensor_core_h_stride(hidden) * 4
                 : s.rows * ceil_div(nb, 4) * 16 * ctas + hidden * nb * 4;
-    chunks.push_back(
-        {forward ? kTensorCoreForwardFixedCycles : kTensorCoreBackwardFixedCycles,
-         kMmaCycles * static_cast<double>(ops) * warps_per_scheduler,
-         static_cast<double>(l2_bytes) / kL2BytesPerSmPerCycle, 0.0});
+    chunks.push_back({forward ? kTensorCoreForwardFixedCycles : kTensorCoreBackwardFixedCycles,
+                      kMmaCycles * static_cast<double>(ops) * warps_per_scheduler,
+                      static_cast<double>(l2_bytes) /
+                          (forward ? kTensorCoreStageBytesPerSmPerCycle : kL2BytesPerSmPerCycle),
+                      0.0});
   }
   return chunks;
 }

@@ -263,7 +263,12 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
         }
         // ---- stage the chunk's h_{t-1} (or h0) as hi and lo ---------------------------------
         if (from_exchange) {
-          const int n4 = nb * Hp / 4;  // float4 of h, L2 only (another SM wrote them)
+          // float4 e = bb·hp4 + k4 of h (L2 only: another SM wrote them). A thread's row bb and
+          // column k4 advance by the thread count's quotient and remainder, without a division
+          // per float4 (hp4 is known only at run time).
+          const int hp4 = Hp / 4, n4 = nb * hp4;
+          const int dq = kTensorCoreThreads / hp4, dr = kTensorCoreThreads % hp4;
+          int bb = tid / hp4, k4 = tid % hp4;
           constexpr int kLoads = kTensorCoreStageLoads<KS>;
           for (int base = tid; base < n4; base += kLoads * kTensorCoreThreads) {
             float4 v[kLoads];
@@ -276,14 +281,19 @@ __global__ void __launch_bounds__(kTensorCoreThreads, 1)
             }
 #pragma unroll
             for (int i = 0; i < kLoads; ++i) {
-              const int e = base + i * kTensorCoreThreads;
-              if (e >= n4) continue;
-              const int bb = 4 * e / Hp, k = 4 * e % Hp;  // k a multiple of 4: 8-byte stores
+              if (base + i * kTensorCoreThreads >= n4) continue;
+              const int k = 4 * k4;  // a multiple of 4: 8-byte stores
               uint2 hi, lo;
               split4<WS>(v[i], hi, lo);
               *reinterpret_cast<uint2*>(s_hi + (packed ? 2 * bb : bb) * kStride + k) = hi;
               *reinterpret_cast<uint2*>(
                   (packed ? s_hi + (2 * bb + 1) * kStride : s_lo + bb * kStride) + k) = lo;
+              bb += dq;
+              k4 += dr;
+              if (k4 >= hp4) {
+                k4 -= hp4;
+                ++bb;
+              }
             }
           }
         } else {
