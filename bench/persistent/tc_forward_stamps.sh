@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# The tensor-core forward's step by phase (GPU machine, repo root): applies
-# patches/tc_forward_stamps.patch (and EXTRA_PATCH on top where given), builds prnn_cli
-# (build/gpu), runs the 16-bit LSTM at H = 1024, B = 8, 16, 32 and H = 2048, B = 16, and the GRU at
-# H = 1152, B = 16 (the forward on tensor cores there), each call enqueued directly
-# (PRNN_PERSISTENT_GRAPHS=0) so that the 8th forward launch dumps the stamps, and prints
-# tc_forward_stamps.py's summary of each; then takes the patches out again.
+# The tensor-core forward's step by phase (GPU machine, repo root): applies EXTRA_PATCH where
+# given, then patches/tc_forward_stamps.patch over it (one line of context, so that it fits a
+# patch of the staging), builds prnn_cli (build/gpu), runs the 16-bit LSTM at H = 1024, B = 8,
+# 16, 32 and H = 2048, B = 16, and the GRU at H = 1152, B = 16 (the forward on tensor cores
+# there), each call enqueued directly (PRNN_PERSISTENT_GRAPHS=0) so that the 8th forward launch
+# dumps the stamps, and prints tc_forward_stamps.py's summary of each; then takes the patches
+# out again.
 # Usage: [EXTRA_PATCH=P] bench/persistent/tc_forward_stamps.sh OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: tc_forward_stamps.sh OUT}
 mkdir -p "$out"
 extra=${EXTRA_PATCH:-}
-git apply bench/persistent/patches/tc_forward_stamps.patch || exit 1
-if [ -n "$extra" ] && ! git apply "$extra"; then
-  git apply -R bench/persistent/patches/tc_forward_stamps.patch
+[ -z "$extra" ] || git apply "$extra" || exit 1
+if ! git apply -C1 bench/persistent/patches/tc_forward_stamps.patch; then
+  [ -z "$extra" ] || git apply -R "$extra"
   exit 1
 fi
 source bench/persistent/build_gpu.sh
@@ -33,5 +34,5 @@ if build_gpu "$out" prnn_cli; then
     fi
   done
 fi
-[ -n "$extra" ] && git apply -R "$extra"
-git apply -R bench/persistent/patches/tc_forward_stamps.patch
+git apply -R -C1 bench/persistent/patches/tc_forward_stamps.patch
+[ -z "$extra" ] || git apply -R "$extra"
