@@ -1,5 +1,5 @@
 # Sourced by the GPU-machine scripts of bench/persistent (patch_ab.sh, knob_ab.sh,
-# exchange_place_lab.sh, x_exchange_lab.sh, tc_forward_stamps.sh).
+# exchange_place_lab.sh, x_exchange_lab.sh, tc_forward_stamps.sh, tc_backward_stamps.sh).
 # build_gpu OUT TARGET...: configures the gpu preset (once per shell) and builds TARGETs in
 # build/gpu, the log in OUT/build.log (removed on success); on failure prints the log's tail and
 # returns 1.

@@ -4,7 +4,7 @@
 # patch of the staging), builds prnn_cli (build/gpu), runs the 16-bit LSTM at H = 1024, B = 8,
 # 16, 32 and H = 2048, B = 16, and the GRU at H = 1152, B = 16 (the forward on tensor cores
 # there), each call enqueued directly (PRNN_PERSISTENT_GRAPHS=0) so that the 8th forward launch
-# dumps the stamps, and prints tc_forward_stamps.py's summary of each; then takes the patches
+# dumps the stamps, and prints tc_stamps.py's summary of each; then takes the patches
 # out again.
 # Usage: [EXTRA_PATCH=P] bench/persistent/tc_forward_stamps.sh OUT
 set -uo pipefail
@@ -27,7 +27,7 @@ if build_gpu "$out" prnn_cli; then
       --steps 256 --dtypes bf16 --repeats 10 --impls prnn-persistent --no-floor >/dev/null 2>&1
     echo "== $1 bf16 H=$2 B=$3, forward on tensor cores"
     if [ -f "$f" ]; then
-      python3 bench/persistent/tc_forward_stamps.py "$f" "$4"
+      python3 bench/persistent/tc_stamps.py forward "$f" "$4"
       rm -f "$f"
     else
       echo "  no stamps (the forward did not run on tensor cores?)"
